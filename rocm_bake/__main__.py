@@ -1,0 +1,5 @@
+import sys
+
+from rocm_bake.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of ``rocm-bake``: one module each, with ``register(subparsers)``."""
