@@ -1,0 +1,69 @@
+"""Run the Pulumi program under Pulumi's own mock runtime and record the graph.
+
+``rocm-bake plan STACK`` uses this so anyone can see what a stack would
+declare without the Pulumi CLI or credentials. Nothing is built or pushed:
+the mocks return placeholder outputs (a digest derived from the resource
+name) and record each resource's type, name and inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+
+#: Input keys whose values are never printed.
+SECRET_KEYS = frozenset({"token", "githubToken", "github_token", "password", "privateKey"})
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Record every registered resource; give images a placeholder digest."""
+
+    def __init__(self) -> None:
+        self.resources: list[dict[str, Any]] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        inputs = dict(args.inputs)
+        self.resources.append({"type": args.typ, "name": args.name, "inputs": _clean(inputs)})
+        outputs = dict(inputs)
+        if args.typ == "docker-build:index:Image":
+            digest = "sha256:" + hashlib.sha256(args.name.encode()).hexdigest()
+            tags = inputs.get("tags") or []
+            outputs["digest"] = digest
+            outputs["ref"] = f"{tags[0]}@{digest}" if tags else digest
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
+        return {}, None
+
+
+def _clean(value: Any) -> Any:
+    """Drop the pickled dynamic-provider blob and mask secrets."""
+    if isinstance(value, dict):
+        return {
+            k: ("[secret]" if k in SECRET_KEYS and v else _clean(v))
+            for k, v in value.items()
+            if k != "__provider"
+        }
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def run_program(stack: str, config: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Declare ``stack`` with ``config`` under mocks; return (resources, exports)."""
+    from components.stack import define_stack, read_config
+
+    recorder = RecordingMocks()
+    pulumi.runtime.set_mocks(recorder, project="rocm-bake", stack=stack, preview=True)
+    pulumi.runtime.set_all_config({k: str(v) for k, v in config.items()})
+    exports: dict[str, Any] = {}
+
+    def program() -> pulumi.Output:
+        declared = define_stack(read_config())
+        return pulumi.Output.from_input(declared).apply(exports.update)
+
+    pulumi_mocks.test(program)()
+    return recorder.resources, exports

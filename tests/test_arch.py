@@ -1,0 +1,101 @@
+"""Truth tables for the architecture policy (seed: gfx1250 is not RDNA, etc.)."""
+
+import pytest
+
+from rocm_bake.arch import arch_policy, check_prebuild_kernels, is_rdna4, parse_rocm_arch, validate_arch
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.manifests import load_fleet
+
+
+@pytest.mark.parametrize(
+    ("value", "rdna4"),
+    [
+        ("gfx1201", True),
+        ("gfx1200", True),
+        ("gfx1250", False),
+        ("gfx1251", False),
+        ("gfx1151", False),
+        ("gfx950", False),
+        ("gfx90a", False),
+        ("gfx950;gfx1201", True),
+        ("gfx1250;gfx1201", True),
+        ("gfx1250;gfx1251", False),
+    ],
+)
+def test_is_rdna4_strips_gfx125_first(value, rdna4):
+    assert is_rdna4(value) is rdna4
+    assert arch_policy(value).use_ck_sdpa_gfx12 is rdna4
+
+
+@pytest.mark.parametrize(
+    ("arch", "coexec"),
+    [("gfx950", True), ("gfx1250", True), ("gfx1251", False), ("gfx1201", False), ("gfx1151", False), ("gfx942", False)],
+)
+def test_sched_coexec_only_gfx950_and_gfx1250(arch, coexec):
+    assert arch_policy(arch).sched_coexec is coexec
+
+
+def test_fat_build_coexec_needs_every_arch():
+    assert arch_policy("gfx950;gfx1250").sched_coexec is True
+    assert arch_policy("gfx950;gfx1201").sched_coexec is False
+
+
+@pytest.mark.parametrize("arch", ["gfx950", "gfx1201", "gfx1151", "gfx1250", "gfx1251"])
+def test_prebuild_default_is_zero_everywhere(arch):
+    assert arch_policy(arch).prebuild_kernels == 0
+
+
+@pytest.mark.parametrize("arch", ["gfx950", "gfx942", "gfx90a"])
+def test_prebuild_two_allowed_on_cdna(arch):
+    assert check_prebuild_kernels([arch], 2) == 2
+
+
+@pytest.mark.parametrize("arch", ["gfx1201", "gfx1151", "gfx1250", "gfx1251", "gfx1100"])
+def test_prebuild_two_refused_off_cdna_naming_arch(arch):
+    with pytest.raises(RocmBakeError, match=rf"{arch}.*no wheel"):
+        arch_policy(arch, prebuild_kernels=2)
+
+
+def test_prebuild_pin_must_hold_for_every_arch_of_a_fat_build():
+    with pytest.raises(RocmBakeError, match="gfx1201"):
+        arch_policy("gfx950;gfx1201", prebuild_kernels=2)
+    assert arch_policy("gfx950;gfx942", prebuild_kernels=2).prebuild_kernels == 2
+    assert arch_policy("gfx950;gfx1201", prebuild_kernels=1).prebuild_kernels == 1
+
+
+def test_prebuild_unknown_level_refused():
+    with pytest.raises(RocmBakeError, match="PREBUILD_KERNELS=7"):
+        check_prebuild_kernels(["gfx950"], 7)
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [("gfx95", "malformed"), ("GFX950", "did you mean gfx950"), ("sm_90", "malformed"), ("", "empty"),
+     ("gfx951", "unknown"), (" gfx950", "malformed")],
+)
+def test_bad_arch_names(bad, words):
+    with pytest.raises(RocmBakeError, match=words):
+        validate_arch(bad)
+
+
+def test_parse_rocm_arch_refuses_duplicates_and_empty_parts():
+    assert parse_rocm_arch("gfx950;gfx1201") == ["gfx950", "gfx1201"]
+    with pytest.raises(RocmBakeError, match="more than once"):
+        parse_rocm_arch("gfx950;gfx950")
+    with pytest.raises(RocmBakeError, match="empty"):
+        parse_rocm_arch("gfx950;")
+
+
+def test_rocm_prune_keep_and_fleet_fields():
+    strix = arch_policy("gfx1151")
+    assert strix.rocm_prune_keep == ["-gfx1151"]
+    assert strix.fleet_nodes == ["snoc-strix"] and strix.gpu_testable
+    for arch in ("gfx950", "gfx1250"):
+        policy = arch_policy(arch)
+        assert policy.fleet_nodes == [] and policy.gpu_testable is False
+
+
+def test_fat_build_gpu_testable_only_if_every_arch_has_a_node():
+    fleet = load_fleet()
+    assert arch_policy("gfx1151;gfx1201", fleet=fleet).gpu_testable is True
+    assert arch_policy("gfx950;gfx1201", fleet=fleet).gpu_testable is False

@@ -1,0 +1,117 @@
+"""The foundation CLI, run as a real subprocess: arch show, nodes, plan, arches."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rocm_bake(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_bake", *args], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+
+
+def test_arch_show_json_fields():
+    result = rocm_bake("arch", "show", "gfx1151", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert list(data) == ["arch", "is_rdna4", "use_ck_sdpa_gfx12", "sched_coexec", "prebuild_kernels",
+                          "rocm_prune_keep", "fleet_nodes", "gpu_testable"]
+    assert data["fleet_nodes"] == ["snoc-strix"] and data["is_rdna4"] is False
+
+
+def test_arch_show_refused_pin_exits_nonzero_naming_arch():
+    result = rocm_bake("arch", "show", "gfx1250", "--prebuild-kernels", "2")
+    assert result.returncode == 2
+    assert "gfx1250" in result.stderr and "no wheel" in result.stderr and result.stdout == ""
+
+
+def test_arch_show_malformed():
+    result = rocm_bake("arch", "show", "sm_90")
+    assert result.returncode == 2 and "malformed architecture name 'sm_90'" in result.stderr
+
+
+def test_nodes_lists_arches_and_uncovered():
+    result = rocm_bake("nodes", "--json")
+    data = json.loads(result.stdout)
+    assert {n["name"]: n["gpus"] for n in data["nodes"]}["snoc-strix"] == ["gfx1151"]
+    assert data["cross_compile_only"] == ["gfx950", "gfx1250"]
+
+
+def test_plan_json_lists_declared_graph():
+    result = rocm_bake("plan", "gfx1250", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    images = [r for r in data["resources"] if r["type"] == "docker-build:index:Image"]
+    assert len(images) == 6
+    assert all("__provider" not in json.dumps(r) for r in data["resources"])
+    assert data["outputs"]["policy"]["sched_coexec"] is True
+
+
+def test_plan_fat_build_via_set():
+    result = rocm_bake("plan", "gfx950", "--set", "rocm-bake:pytorchRocmArch=gfx950;gfx1201", "--json")
+    data = json.loads(result.stdout)
+    tags = [r["inputs"]["tags"][0] for r in data["resources"] if r["type"] == "docker-build:index:Image"]
+    assert all(t.endswith(":gfx950_gfx1201-rocm10.1.0") for t in tags)
+
+
+def test_plan_bad_config_is_one_clear_line():
+    result = rocm_bake("plan", "gfx1151", "--set", "prebuildKernels=2")
+    assert result.returncode == 2
+    assert "rocm-bake:prebuildKernels" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_arches_list_honours_env_and_flag():
+    env = dict(os.environ, ARCHES="gfx1201 gfx1151")
+    assert rocm_bake("arches", "list", env=env).stdout.split() == ["gfx1201", "gfx1151"]
+    assert rocm_bake("arches", "list", "--arches", "gfx950").stdout.split() == ["gfx950"]
+    bad = rocm_bake("arches", "list", "--arches", "gfx950 gfx95")
+    assert bad.returncode == 2 and "gfx95" in bad.stderr
+
+
+def test_arches_without_cli_is_clear(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))
+    result = subprocess.run([sys.executable, "-m", "rocm_bake", "arches", "up"], capture_output=True,
+                            text=True, cwd=ROOT, env=env)
+    assert result.returncode == 2 and "pulumi CLI not found" in result.stderr
+
+
+@pytest.fixture
+def recording_pulumi(tmp_path):
+    """A stand-in `pulumi` executable: records argv, fails for the arch in $FAIL_ARCH."""
+    log = tmp_path / "calls.log"
+    script = tmp_path / "bin" / "pulumi"
+    script.parent.mkdir()
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$* targets=$ROCM_BAKE_TARGETS" >> {log}\n'
+        'case "$*" in *"--stack $FAIL_ARCH "*) exit 7;; esac\n'
+    )
+    script.chmod(0o755)
+    return script.parent, log
+
+
+def test_arches_up_runs_sequentially_and_stops_at_first_failure(recording_pulumi):
+    bindir, log = recording_pulumi
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAIL_ARCH="gfx1201")
+    result = rocm_bake("arches", "up", "--target", "torch", env=env)
+    assert result.returncode == 2
+    assert "failed for gfx1201; not run: gfx1151, gfx1250" in result.stderr
+    calls = log.read_text().splitlines()
+    assert calls == [
+        "up --stack gfx950 --non-interactive --yes targets=torch",
+        "up --stack gfx1201 --non-interactive --yes targets=torch",
+    ]
+
+
+def test_arches_preview_all_in_order(recording_pulumi):
+    bindir, log = recording_pulumi
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAIL_ARCH="none")
+    assert rocm_bake("arches", "preview", env=env).returncode == 0
+    assert [c.split()[2] for c in log.read_text().splitlines()] == ["gfx950", "gfx1201", "gfx1151", "gfx1250"]

@@ -1,0 +1,117 @@
+"""The Pulumi program under Pulumi's mock runtime: declared resources and inputs."""
+
+import hashlib
+
+import pulumi
+import pytest
+
+from rocm_bake.config import load_stack_config
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self):
+        self.resources = []
+
+    def new_resource(self, args):
+        self.resources.append(args)
+        outputs = dict(args.inputs)
+        if args.typ == "docker-build:index:Image":
+            digest = "sha256:" + hashlib.sha256(args.name.encode()).hexdigest()
+            outputs.update(digest=digest, ref=f"{args.inputs['tags'][0]}@{digest}")
+        return f"{args.name}-id", outputs
+
+    def call(self, args):
+        return {}, None
+
+
+def declare(stack, overrides=None):
+    from components.stack import define_stack
+
+    mocks = Mocks()
+    pulumi.runtime.set_mocks(mocks, project="rocm-bake", stack=stack, preview=True)
+    exports = {}
+
+    @pulumi.runtime.test
+    def program():
+        declared = define_stack(load_stack_config(stack, overrides))
+        return pulumi.Output.from_input(declared).apply(exports.update)
+
+    program()
+    images = {r.name: r.inputs for r in mocks.resources if r.typ == "docker-build:index:Image"}
+    return mocks.resources, images, exports
+
+
+@pytest.mark.parametrize("stack", ["gfx950", "gfx1201", "gfx1151", "gfx1250"])
+def test_each_arch_stack_declares_every_target_tagged_by_arch(stack):
+    _, images, exports = declare(stack)
+    assert set(images) == {f"{t}-{stack}" for t in ("pytorch-base", "triton-wheel", "torch", "torchvision", "amd_aiter", "vllm")}
+    for name, inputs in images.items():
+        (tag,) = inputs["tags"]
+        assert tag.endswith(f":{stack}-rocm10.1.0") and ":latest" not in tag
+        assert inputs["builder"] == {"name": "rocm-bake"}
+        assert inputs["platforms"] == ["linux/amd64"]
+        assert inputs["push"] is True and inputs["buildOnPreview"] is False
+    assert exports["arch"] == stack
+    assert exports["images"]["torch"].startswith(f"127.0.0.1:5000/rocm-bake/torch:{stack}-rocm10.1.0@sha256:")
+
+
+@pytest.mark.parametrize(
+    ("stack", "ck", "coexec"),
+    [("gfx950", "0", "coexec"), ("gfx1201", "1", ""), ("gfx1151", "0", ""), ("gfx1250", "0", "coexec")],
+)
+def test_build_args_follow_arch_policy(stack, ck, coexec):
+    _, images, _ = declare(stack)
+    args = images[f"torch-{stack}"]["buildArgs"]
+    assert args["PYTORCH_ROCM_ARCH"] == stack
+    assert args["USE_ROCM_CK_SDPA_GFX12"] == ck
+    assert args["AMDGPU_SCHED_STRATEGY"] == coexec
+    assert args["PREBUILD_KERNELS"] == "0"
+    assert args["ROCM_PRUNE_KEEP"] == f"-{stack}"
+
+
+def test_cache_scoped_by_arch_except_triton():
+    _, a, _ = declare("gfx950")
+    _, b, _ = declare("gfx1201")
+
+    def ref(images, name):
+        (cache_to,) = images[name]["cacheTo"]
+        (cache_from,) = images[name]["cacheFrom"]
+        assert cache_to["registry"]["ref"] == cache_from["registry"]["ref"]
+        assert cache_to["registry"]["mode"] == "max"
+        return cache_to["registry"]["ref"]
+
+    assert ref(a, "triton-wheel-gfx950") == ref(b, "triton-wheel-gfx1201")
+    assert "PYTORCH_ROCM_ARCH" not in a["triton-wheel-gfx950"]["buildArgs"]
+    for target in ("pytorch-base", "torch", "amd_aiter", "vllm"):
+        assert ref(a, f"{target}-gfx950") != ref(b, f"{target}-gfx1201")
+        assert ref(a, f"{target}-gfx950").endswith("-gfx950")
+
+
+def test_dependencies_are_named_contexts_pinned_by_digest():
+    _, images, _ = declare("gfx1151")
+    named = images["vllm-gfx1151"]["context"]["named"]
+    assert set(named) == {"pytorch-base", "torch", "amd_aiter", "triton-wheel"}
+    for dep, ctx in named.items():
+        assert ctx["location"].startswith(f"docker-image://127.0.0.1:5000/rocm-bake/{dep}:gfx1151-rocm10.1.0@sha256:")
+
+
+def test_fat_build_gets_one_set_of_tags():
+    _, images, exports = declare("fat-gfx950-gfx1201")
+    assert exports["fat_build"] is True
+    torch = images["torch-gfx950_gfx1201"]
+    assert torch["tags"] == ["127.0.0.1:5000/rocm-bake/torch:gfx950_gfx1201-rocm10.1.0"]
+    assert torch["buildArgs"]["PYTORCH_ROCM_ARCH"] == "gfx950;gfx1201"
+    assert torch["buildArgs"]["USE_ROCM_CK_SDPA_GFX12"] == "1"
+    assert torch["buildArgs"]["ROCM_PRUNE_KEEP"] == "-gfx950 -gfx1201"
+
+
+def test_targets_narrowing_keeps_dependencies():
+    _, images, _ = declare("gfx950", {"rocm-bake:targets": "torchvision"})
+    assert set(images) == {"pytorch-base-gfx950", "triton-wheel-gfx950", "torch-gfx950", "torchvision-gfx950"}
+
+
+def test_builder_and_registry_come_from_config():
+    _, images, _ = declare("gfx950", {"rocm-bake:builder": "farm", "rocm-bake:registry": "reg.example:443"})
+    inputs = images["torch-gfx950"]
+    assert inputs["builder"] == {"name": "farm"}
+    assert inputs["tags"] == ["reg.example:443/rocm-bake/torch:gfx950-rocm10.1.0"]
