@@ -7,6 +7,11 @@ BIN := $(VENV)/bin
 ARCH ?= gfx950
 ARCHES ?=
 REGISTRY_PORT ?= 5000
+# The buildx builder stack config names (rocm-bake:builder). The legacy
+# `docker` driver cannot push cache to a registry, so the default is a
+# docker-container builder on the host network (it reaches 127.0.0.1:5000).
+BUILDER ?= rocm-bake
+PULUMI ?= $(shell command -v pulumi || echo $(HOME)/.pulumi/bin/pulumi)
 REGISTRY_DIR ?= $(CURDIR)/.registry
 PULUMI_CONFIG_PASSPHRASE ?=
 export PULUMI_CONFIG_PASSPHRASE
@@ -27,15 +32,16 @@ test: setup
 # The embedded defaults: file backend (no Pulumi Cloud account), a registry on
 # 127.0.0.1:$(REGISTRY_PORT) started here, the local buildx builder, publish off.
 up: setup registry
-	@command -v pulumi >/dev/null || { echo "pulumi CLI not found: install it from https://www.pulumi.com/docs/install/ then re-run make up" >&2; exit 1; }
+	@command -v $(PULUMI) >/dev/null || { echo "installing the Pulumi CLI into ~/.pulumi/bin (https://get.pulumi.com)"; curl -fsSL https://get.pulumi.com | sh; }
 	@command -v docker >/dev/null || { echo "docker not found: rocm-bake builds images with docker buildx" >&2; exit 1; }
-	pulumi login --local
-	pulumi stack select --create $(ARCH)
-	PATH=$(CURDIR)/$(BIN):$$PATH pulumi up -s $(ARCH) --yes
+	@docker buildx inspect $(BUILDER) >/dev/null 2>&1 || docker buildx create --name $(BUILDER) --driver docker-container --driver-opt network=host
+	$(PULUMI) login --local
+	$(PULUMI) stack select --create $(ARCH)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(PULUMI) up -s $(ARCH) --yes
 
 preview: setup
-	pulumi login --local
-	PATH=$(CURDIR)/$(BIN):$$PATH pulumi preview -s $(ARCH)
+	$(PULUMI) login --local
+	PATH=$(CURDIR)/$(BIN):$$PATH $(PULUMI) preview -s $(ARCH)
 
 registry:
 	@if curl -fsS http://127.0.0.1:$(REGISTRY_PORT)/v2/ >/dev/null 2>&1; then echo "registry already on 127.0.0.1:$(REGISTRY_PORT)"; \

@@ -36,6 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RocmBakeError as exc:
         print(f"rocm-bake: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `rocm-bake plan X | head` is not an error
+        sys.stderr.close()
+        return 0
     return int(result or 0)
 
 
