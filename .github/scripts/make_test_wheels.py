@@ -1,0 +1,63 @@
+"""Write one arch's small, real test wheels for the CI two-arch index job.
+
+Usage: python .github/scripts/make_test_wheels.py --arch gfx950 --out DIR
+
+Like the real stack, the filenames are the same for every arch and only the
+device code inside differs: torch, torchvision and amd_aiter carry a gcc-built
+``.so`` whose ``.hip_fatbin`` holds an offload bundle for ``--arch``; triton
+compiles no device code (plain ``.so``); triton_kernels is pure Python. The
+versions follow the seed's ROCm marker rules, so ``rocm-bake index build``
+accepts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from offload_fixtures import bundle, hip_ids, make_wheel, shared_object  # noqa: E402
+
+ROCM = "10.1.0"
+#: (dist, version, has device code)
+WHEELS = [
+    ("torch", f"2.15.0a0+git31a77fc.rocm{ROCM}", True),
+    ("torchvision", f"0.24.0+rocm{ROCM}", True),
+    ("amd_aiter", f"0.1.28+git5e1c0d2.rocm{ROCM}", True),
+    ("triton", f"3.5.0+git8f3b2a1.rocm{ROCM}", False),
+    ("triton_kernels", "1.0.0", None),
+]
+
+
+def build(arch: str, out: Path) -> list[Path]:
+    """The test wheels for ``arch`` in ``out`` (created)."""
+    made = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for dist, version, device in WHEELS:
+            if device is None:
+                members = {f"{dist}/__init__.py": b"VERSION = 1\n"}
+                made.append(make_wheel(out, dist, version, members, pure=True))
+                continue
+            fatbin = bundle(hip_ids(arch)) if device else None
+            so = shared_object(Path(tmp) / dist, "_C", fatbin)
+            members = {f"{dist}/__init__.py": f"ARCH = {arch!r}\n".encode(), f"{dist}/_C.so": so.read_bytes()}
+            made.append(make_wheel(out, dist, version, members))
+    return made
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    for wheel in build(args.arch, args.out):
+        print(wheel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""``rocm-bake which-index``: detect local AMD GPUs and print the right install line.
+
+"Installing through the index is always correct, because the index path and
+the rocm-torch metapackage both carry the architecture. Downloading a
+release asset by hand is not." This closes the remaining gap: knowing
+which index is yours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from rocm_bake.arch import sorted_arches
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.gpu_detect import Detection, Gpu, RocminfoRunner, detect_gpus, run_rocminfo
+from rocm_bake.manifests import load_targets
+from rocm_bake.offload import GENERIC_COVERS
+
+#: The published gh-pages index (wheels live in per-arch releases).
+DEFAULT_INDEX_BASE = "https://sbates130272.github.io/rocm-bake/data/wheels"
+PYPI = "https://pypi.org/simple"
+
+
+class Choice(BaseModel):
+    """The index for one distinct GPU arch, or why there is none."""
+
+    gpu_arch: str
+    gpus: list[str]
+    index_arch: str | None
+    native: bool
+    reason: str
+    install: str | None
+    env: dict[str, str] = {}
+
+
+class WhichIndex(BaseModel):
+    detection: Detection
+    choices: list[Choice]
+    multi_arch: bool
+    message: str
+
+
+def install_line(index_base: str, arch: str) -> str:
+    """The exact command; ``--extra-index-url`` is not optional (numpy et al. live on PyPI)."""
+    return (
+        f"pip install --index-url {index_base}/{arch}/ --extra-index-url {PYPI} "
+        f'"rocm-torch[device-{arch}]"'
+    )
+
+
+_GFX = re.compile(r"^gfx(\d+)([0-9a-f])([0-9a-f])$")
+
+
+def gfx_version(arch: str) -> tuple[int, int, int] | None:
+    """(major, minor, stepping) of a processor name: gfx90a → (9, 0, 10)."""
+    match = _GFX.match(arch)
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2), 16), int(match.group(3), 16)
+
+
+def _generic_of(arch: str) -> str | None:
+    for generic, members in GENERIC_COVERS.items():
+        if arch in members:
+            return generic
+    return None
+
+
+def nearest_compatible(gpu_arch: str, supported: list[str]) -> str | None:
+    """A built arch whose ISA matches ``gpu_arch``'s closely enough to name, or None.
+
+    Conservative on purpose ("never guesses across families"): the same gfx
+    major.minor (only the stepping differs) AND the same LLVM generic
+    processor. So gfx1200 → gfx1201 and gfx1150 → gfx1151, but never
+    gfx942 → gfx950 (9.4 vs 9.5) nor gfx1100 → gfx1151.
+    """
+    mine, generic = gfx_version(gpu_arch), _generic_of(gpu_arch)
+    if mine is None or generic is None:
+        return None
+    candidates = []
+    for arch in supported:
+        theirs = gfx_version(arch)
+        if theirs and theirs[:2] == mine[:2] and _generic_of(arch) == generic and arch != gpu_arch:
+            candidates.append((abs(theirs[2] - mine[2]), arch))
+    return min(candidates)[1] if candidates else None
+
+
+def choose(gpu_arch: str, gpus: list[Gpu], supported: list[str], index_base: str) -> Choice:
+    where = [f"{g.source} {g.node}" for g in gpus]
+    if gpu_arch in supported:
+        return Choice(
+            gpu_arch=gpu_arch, gpus=where, index_arch=gpu_arch, native=True,
+            reason=f"{gpu_arch} is built by this project", install=install_line(index_base, gpu_arch),
+        )
+    near = nearest_compatible(gpu_arch, supported)
+    if near is None:
+        return Choice(
+            gpu_arch=gpu_arch, gpus=where, index_arch=None, native=False, install=None,
+            reason=(
+                f"{gpu_arch} is not built by this project (it builds {', '.join(supported)}) and no "
+                f"built arch is ISA-compatible with it: no compatible index"
+            ),
+        )
+    major, minor, stepping = gfx_version(near)  # type: ignore[misc]
+    override = f"{major}.{minor}.{stepping}"
+    return Choice(
+        gpu_arch=gpu_arch, gpus=where, index_arch=near, native=False,
+        install=install_line(index_base, near), env={"HSA_OVERRIDE_GFX_VERSION": override},
+        reason=(
+            f"{gpu_arch} is not built by this project; the nearest ISA-compatible arch is {near} "
+            f"(same gfx{major}.{minor} family, both {_generic_of(near)}), but its code objects are "
+            f"compiled for {near}: the ROCm runtime loads them on {gpu_arch} only with "
+            f"HSA_OVERRIDE_GFX_VERSION={override}, which is not a supported configuration"
+        ),
+    )
+
+
+def which_index(detection: Detection, supported: list[str], index_base: str) -> WhichIndex:
+    """Map detected GPUs to per-arch indexes (one choice per distinct arch)."""
+    by_arch: dict[str, list[Gpu]] = {}
+    for gpu in detection.gpus:
+        by_arch.setdefault(gpu.gfx, []).append(gpu)
+    choices = [choose(a, by_arch[a], supported, index_base) for a in sorted_arches(list(by_arch))]
+    usable = {c.index_arch for c in choices if c.index_arch}
+    multi = len(by_arch) > 1
+    if not detection.gpus:
+        message = f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})"
+    elif multi:
+        message = (
+            f"this host has GPUs of {len(by_arch)} different arches ({', '.join(sorted_arches(list(by_arch)))}); "
+            f"one environment can hold only one arch's wheels (their filenames are the same for "
+            f"every arch) unless a fat-build index covers both: install each into its own environment"
+        )
+    elif not usable:
+        message = "no compatible index for the GPU(s) found"
+    else:
+        message = f"index for this host: {usable.pop()}"
+    return WhichIndex(detection=detection, choices=choices, multi_arch=multi, message=message)
+
+
+def check_index_base(value: str) -> str:
+    base = value.rstrip("/")
+    if not re.match(r"^(https?|file)://\S+$", base):
+        raise RocmBakeError(f"--index-base {value!r}: expected an http(s):// or file:// URL")
+    return base
+
+
+def run_which_index(
+    sysfs_root: Path, index_base: str, rocminfo: RocminfoRunner = run_rocminfo
+) -> WhichIndex:
+    supported = load_targets().default_arches
+    return which_index(detect_gpus(sysfs_root, rocminfo), supported, check_index_base(index_base))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("which-index", help="detect local AMD GPUs and print the install line")
+    parser.add_argument("--sysfs-root", type=Path, default=Path("/"), help="root holding sys/class/kfd (default /)")
+    parser.add_argument("--index-base", default=DEFAULT_INDEX_BASE, help=f"index base URL (default {DEFAULT_INDEX_BASE})")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=run)
+
+
+def render(result: WhichIndex) -> str:
+    lines = [result.message]
+    for choice in result.choices:
+        lines.append("")
+        lines.append(f"{choice.gpu_arch} ({', '.join(choice.gpus)}): {choice.reason}")
+        if choice.install:
+            prefix = " ".join(f"{k}={v}" for k, v in choice.env.items())
+            lines.append(f"  {choice.install}")
+            if prefix:
+                lines.append(f"  then run with: export {prefix}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, rocminfo: RocminfoRunner = run_rocminfo) -> int:
+    """Exit 0 when at least one install line was printed, 1 when none could be."""
+    result = run_which_index(args.sysfs_root, args.index_base, rocminfo)
+    if args.json:
+        print(json.dumps(result.model_dump(), indent=2))
+    else:
+        print(render(result))
+    return 0 if any(c.install for c in result.choices) else 1

@@ -1,0 +1,153 @@
+"""Find the local AMD GPUs' gfx names: KFD topology first, ``rocminfo`` second.
+
+Users of per-arch indexes "must know their GPU's gfx name before they can
+install anything, and a wrong URL means a wrong wheel". The kernel's KFD
+topology (``/sys/class/kfd/kfd/topology/nodes/*/properties``) needs no ROCm
+install; ``rocminfo`` is the fallback when that tree is absent.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from rocm_bake.errors import RocmBakeError
+
+KFD_NODES = Path("sys/class/kfd/kfd/topology/nodes")
+
+#: Runs ``rocminfo`` and returns its stdout, or None when it is unavailable.
+RocminfoRunner = Callable[[], "str | None"]
+
+
+class Gpu(BaseModel):
+    """One GPU agent: where it was seen and its processor name."""
+
+    gfx: str
+    source: Literal["kfd", "rocminfo"]
+    node: str
+    marketing_name: str | None = None
+
+
+class Detection(BaseModel):
+    """What was looked at and what was found (``gpus`` empty: no AMD GPU)."""
+
+    gpus: list[Gpu]
+    source: Literal["kfd", "rocminfo", "none"]
+    looked_at: list[str]
+
+
+def gfx_from_target_version(value: int) -> str:
+    """``gfx_target_version`` (major*10000 + minor*100 + stepping) → ``gfxNNN``.
+
+    Minor and stepping print as hex digits: 90010 → gfx90a, 110501 → gfx1151.
+    """
+    if value <= 0:
+        raise ValueError(f"gfx_target_version {value} is not a GPU")
+    major, minor, stepping = value // 10000, (value // 100) % 100, value % 100
+    if minor > 15 or stepping > 15:
+        raise ValueError(f"gfx_target_version {value}: minor {minor} / stepping {stepping} exceed one hex digit")
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
+def _properties(text: str) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2:
+            props[parts[0]] = parts[1].strip()
+    return props
+
+
+def read_kfd(sysfs_root: Path) -> list[Gpu] | None:
+    """GPUs in the KFD topology under ``sysfs_root``; None when the tree is absent.
+
+    CPU nodes carry ``gfx_target_version 0`` and are skipped (an APU shows
+    one CPU node and one GPU node).
+    """
+    nodes_dir = sysfs_root / KFD_NODES
+    if not nodes_dir.is_dir():
+        return None
+    gpus: list[Gpu] = []
+    for node in sorted(nodes_dir.iterdir(), key=lambda p: (len(p.name), p.name)):
+        props_file = node / "properties"
+        if not props_file.is_file():
+            continue
+        raw = _properties(props_file.read_text(errors="replace")).get("gfx_target_version")
+        if raw is None:
+            continue
+        try:
+            version = int(raw)
+        except ValueError:
+            raise RocmBakeError(f"{props_file}: gfx_target_version {raw!r} is not an integer") from None
+        if version == 0:
+            continue
+        try:
+            gfx = gfx_from_target_version(version)
+        except ValueError as exc:
+            raise RocmBakeError(f"{props_file}: {exc}") from None
+        name_file = node / "name"
+        name = name_file.read_text().strip() if name_file.is_file() else None
+        gpus.append(Gpu(gfx=gfx, source="kfd", node=node.name, marketing_name=name or None))
+    return gpus
+
+
+_AGENT = re.compile(r"^\s*Agent\s+(\d+)\s*$", re.MULTILINE)
+_FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?):\s*(.*?)\s*$")
+
+
+def parse_rocminfo(text: str) -> list[Gpu]:
+    """GPU agents in ``rocminfo`` output: their first ``Name: gfx…`` line.
+
+    Each agent block is headed ``Agent N``; only blocks whose ``Device Type``
+    is GPU count (CPU agents are named after the CPU model).
+    """
+    gpus: list[Gpu] = []
+    marks = list(_AGENT.finditer(text))
+    for index, mark in enumerate(marks):
+        end = marks[index + 1].start() if index + 1 < len(marks) else len(text)
+        fields: dict[str, str] = {}
+        for line in text[mark.end() : end].splitlines():
+            match = _FIELD.match(line)
+            if match and match.group(1) not in fields:
+                fields[match.group(1)] = match.group(2)
+        if fields.get("Device Type", "").upper() != "GPU":
+            continue
+        name = fields.get("Name", "")
+        if not re.fullmatch(r"gfx[0-9a-f]+", name):
+            continue
+        gpus.append(
+            Gpu(gfx=name, source="rocminfo", node=f"agent {mark.group(1)}",
+                marketing_name=fields.get("Marketing Name") or None)
+        )
+    return gpus
+
+
+def run_rocminfo() -> str | None:
+    """Real ``rocminfo`` stdout, or None when it is not installed or fails."""
+    exe = shutil.which("rocminfo")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def detect_gpus(sysfs_root: Path = Path("/"), rocminfo: RocminfoRunner = run_rocminfo) -> Detection:
+    """KFD topology when present, else ``rocminfo``; empty ``gpus`` means none found."""
+    looked = [str(sysfs_root / KFD_NODES)]
+    kfd = read_kfd(sysfs_root)
+    if kfd is not None:
+        return Detection(gpus=kfd, source="kfd", looked_at=looked)
+    looked.append("rocminfo")
+    text = rocminfo()
+    if text is None:
+        return Detection(gpus=[], source="none", looked_at=looked)
+    return Detection(gpus=parse_rocminfo(text), source="rocminfo", looked_at=looked)

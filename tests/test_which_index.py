@@ -1,0 +1,289 @@
+"""which-index against fake KFD sysfs trees and a captured rocminfo sample."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from rocm_bake.cli import main
+from rocm_bake.commands import which_index as wi
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.gpu_detect import detect_gpus, gfx_from_target_version, parse_rocminfo
+from rocm_bake.manifests import load_targets
+
+BASE = "https://sbates130272.github.io/rocm-bake/data/wheels"
+
+CPU_PROPS = """cpu_cores_count 32
+simd_count 0
+mem_banks_count 1
+caches_count 0
+io_links_count 1
+cpu_core_id_base 0
+simd_id_base 0
+max_waves_per_simd 0
+lds_size_in_kb 0
+gds_size_in_kb 0
+num_gws 0
+wave_front_size 0
+array_count 0
+simd_arrays_per_engine 0
+cu_per_simd_array 0
+simd_per_cu 0
+max_slots_scratch_cu 0
+gfx_target_version 0
+vendor_id 0
+device_id 0
+location_id 0
+domain 0
+drm_render_minor 0
+hive_id 0
+num_sdma_engines 0
+"""
+
+
+def gpu_props(version: int, device_id: int = 0x7551) -> str:
+    return f"""cpu_cores_count 0
+simd_count 128
+mem_banks_count 1
+caches_count 206
+io_links_count 1
+cpu_core_id_base 0
+simd_id_base 2147487744
+max_waves_per_simd 16
+lds_size_in_kb 64
+gds_size_in_kb 0
+num_gws 64
+wave_front_size 32
+array_count 8
+simd_arrays_per_engine 2
+cu_per_simd_array 8
+simd_per_cu 2
+max_slots_scratch_cu 32
+gfx_target_version {version}
+vendor_id 4098
+device_id {device_id}
+location_id 768
+domain 0
+drm_render_minor 128
+hive_id 0
+num_sdma_engines 2
+"""
+
+
+def sysfs(root: Path, versions: list[int]) -> Path:
+    """A KFD topology: node N's properties carry versions[N] (0 = CPU node)."""
+    nodes = root / "sys/class/kfd/kfd/topology/nodes"
+    for index, version in enumerate(versions):
+        node = nodes / str(index)
+        node.mkdir(parents=True)
+        node.joinpath("properties").write_text(CPU_PROPS if version == 0 else gpu_props(version))
+        node.joinpath("name").write_text("" if version == 0 else "ip discovery\n")
+    return root
+
+
+ROCMINFO_SAMPLE = """ROCk module version 6.12.12 is loaded
+=====================
+HSA System Attributes
+=====================
+Runtime Version:         1.18
+Runtime Ext Version:     1.14
+System Timestamp Freq.:  1000.000000MHz
+Machine Model:           LARGE
+System Endianness:       LITTLE
+Mwaitx:                  DISABLED
+XNACK enabled:           NO
+DMAbuf Support:          YES
+VMM Support:             YES
+
+==========
+HSA Agents
+==========
+*******
+Agent 1
+*******
+  Name:                    AMD Ryzen 9 9950X 16-Core Processor
+  Uuid:                    CPU-XX
+  Marketing Name:          AMD Ryzen 9 9950X 16-Core Processor
+  Vendor Name:             CPU
+  Feature:                 None specified
+  Profile:                 FULL_PROFILE
+  Float Round Mode:        NEAR
+  Max Queue Number:        0(0x0)
+  Queue Min Size:          0(0x0)
+  Queue Max Size:          0(0x0)
+  Queue Type:              MULTI
+  Node:                    0
+  Device Type:             CPU
+  ISA Info:
+*******
+Agent 2
+*******
+  Name:                    gfx1201
+  Uuid:                    GPU-4d6a3e1f2b7c9a08
+  Marketing Name:          AMD Radeon RX 9070 XT
+  Vendor Name:             AMD
+  Feature:                 KERNEL_DISPATCH
+  Profile:                 BASE_PROFILE
+  Float Round Mode:        NEAR
+  Max Queue Number:        128(0x80)
+  Queue Min Size:          64(0x40)
+  Queue Max Size:          131072(0x20000)
+  Queue Type:              MULTI
+  Node:                    1
+  Device Type:             GPU
+  Cache Info:
+    L1:                      32(0x20) KB
+    L2:                      8192(0x2000) KB
+  Chip ID:                 30033(0x7551)
+  ASIC Revision:           1(0x1)
+  Compute Unit:            64
+  ISA Info:
+    ISA 1
+      Name:                    amdgcn-amd-amdhsa--gfx1201
+      Machine Models:          HSA_MACHINE_MODEL_LARGE
+    ISA 2
+      Name:                    amdgcn-amd-amdhsa--gfx12-generic
+      Machine Models:          HSA_MACHINE_MODEL_LARGE
+*** Done ***
+"""
+
+
+def no_rocminfo() -> None:
+    return None
+
+
+def result_for(root: Path, rocminfo=no_rocminfo, base: str = BASE) -> wi.WhichIndex:
+    return wi.run_which_index(root, base, rocminfo)
+
+
+@pytest.mark.parametrize(
+    "version, gfx",
+    [(90010, "gfx90a"), (90500, "gfx950"), (110501, "gfx1151"), (120001, "gfx1201"),
+     (120500, "gfx1250"), (90402, "gfx942"), (90012, "gfx90c")],
+)
+def test_gfx_target_version_decoding(version: int, gfx: str) -> None:
+    assert gfx_from_target_version(version) == gfx
+
+
+def test_one_gpu_prints_the_exact_install_line(tmp_path: Path) -> None:
+    result = result_for(sysfs(tmp_path, [0, 90500]))
+    assert [c.gpu_arch for c in result.choices] == ["gfx950"]
+    assert result.choices[0].native and not result.multi_arch
+    assert result.choices[0].install == (
+        f"pip install --index-url {BASE}/gfx950/ --extra-index-url https://pypi.org/simple "
+        '"rocm-torch[device-gfx950]"'
+    )
+
+
+def test_two_different_gpus_list_each_and_warn_about_one_environment(tmp_path: Path) -> None:
+    result = result_for(sysfs(tmp_path, [0, 120001, 110501]))
+    assert [c.index_arch for c in result.choices] == ["gfx1151", "gfx1201"]
+    assert result.multi_arch
+    assert "one environment can hold only one arch's wheels" in result.message
+    assert "fat-build index" in result.message
+    text = wi.render(result)
+    assert '"rocm-torch[device-gfx1151]"' in text and '"rocm-torch[device-gfx1201]"' in text
+
+
+def test_two_identical_gpus_are_one_arch(tmp_path: Path) -> None:
+    result = result_for(sysfs(tmp_path, [0, 120001, 120001]))
+    assert len(result.choices) == 1 and not result.multi_arch
+    assert result.choices[0].gpus == ["kfd 1", "kfd 2"]
+
+
+def test_apu_cpu_node_is_ignored(tmp_path: Path) -> None:
+    result = result_for(sysfs(tmp_path, [0, 110501]))
+    assert [g.gfx for g in result.detection.gpus] == ["gfx1151"]
+    assert result.message == "index for this host: gfx1151"
+
+
+def test_unknown_isa_says_no_compatible_index(tmp_path: Path) -> None:
+    result = result_for(sysfs(tmp_path, [0, 130100]))
+    (choice,) = result.choices
+    assert choice.gpu_arch == "gfx1310" and choice.index_arch is None and choice.install is None
+    assert "no compatible index" in choice.reason
+    args = argparse.Namespace(sysfs_root=tmp_path, index_base=BASE, json=False)
+    assert wi.run(args, rocminfo=no_rocminfo) == 1
+
+
+@pytest.mark.parametrize(
+    "version, expected",
+    [(120000, "gfx1201"), (110500, "gfx1151"), (90402, None), (110000, None), (100300, None)],
+    ids=["gfx1200", "gfx1150", "gfx942-not-gfx950", "gfx1100-not-gfx1151", "gfx1030"],
+)
+def test_nearest_only_within_a_family(tmp_path: Path, version: int, expected: str | None) -> None:
+    (choice,) = result_for(sysfs(tmp_path, [0, version])).choices
+    assert choice.index_arch == expected
+    assert not choice.native
+    if expected:
+        assert "HSA_OVERRIDE_GFX_VERSION" in choice.env and "not a supported configuration" in choice.reason
+
+
+def test_supported_list_comes_from_the_manifest(tmp_path: Path) -> None:
+    for arch in load_targets().default_arches:
+        assert wi.nearest_compatible(arch, [arch]) is None  # itself is native, not "nearest"
+    result = result_for(sysfs(tmp_path, [0, 120500]))
+    assert result.choices[0].native == ("gfx1250" in load_targets().default_arches)
+
+
+def test_no_gpu_anywhere(tmp_path: Path) -> None:
+    result = result_for(tmp_path)
+    assert result.choices == [] and result.detection.source == "none"
+    assert result.message.startswith("no AMD GPU found")
+    cpu_only = result_for(sysfs(tmp_path / "cpu", [0]))
+    assert cpu_only.message.startswith("no AMD GPU found") and cpu_only.detection.source == "kfd"
+
+
+def test_rocminfo_fallback_when_sysfs_absent(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def fake() -> str:
+        calls.append(1)
+        return ROCMINFO_SAMPLE
+
+    result = result_for(tmp_path, rocminfo=fake)
+    assert calls == [1] and result.detection.source == "rocminfo"
+    assert [(g.gfx, g.marketing_name) for g in result.detection.gpus] == [("gfx1201", "AMD Radeon RX 9070 XT")]
+    assert result.choices[0].install.endswith('"rocm-torch[device-gfx1201]"')
+    # sysfs wins when present: rocminfo is not consulted
+    result_for(sysfs(tmp_path / "s", [0, 90500]), rocminfo=fake)
+    assert calls == [1]
+
+
+def test_rocminfo_parser_ignores_cpu_agents_and_reads_each_gpu() -> None:
+    cpu_only = ROCMINFO_SAMPLE.split("*******\nAgent 2")[0]
+    assert parse_rocminfo(cpu_only) == []
+    gpu_block = ROCMINFO_SAMPLE.split("*******\nAgent 2\n*******")[1].replace("*** Done ***\n", "")
+    third = "*******\nAgent 3\n*******" + gpu_block.replace("gfx1201", "gfx1151").replace("gfx12-generic", "gfx11-generic")
+    two = ROCMINFO_SAMPLE.replace("*** Done ***", third + "*** Done ***")
+    assert [(g.gfx, g.node) for g in parse_rocminfo(two)] == [("gfx1201", "agent 2"), ("gfx1151", "agent 3")]
+
+
+def test_index_base_is_normalised_and_validated(tmp_path: Path) -> None:
+    result = result_for(sysfs(tmp_path, [0, 120001]), base="http://127.0.0.1:8081/index/")
+    assert "--index-url http://127.0.0.1:8081/index/gfx1201/ " in result.choices[0].install
+    with pytest.raises(RocmBakeError, match="--index-base"):
+        result_for(tmp_path, base="not a url")
+
+
+def test_bad_properties_are_clear_errors(tmp_path: Path) -> None:
+    root = sysfs(tmp_path, [0])
+    bad = root / "sys/class/kfd/kfd/topology/nodes/1"
+    bad.mkdir()
+    bad.joinpath("properties").write_text("gfx_target_version abc\n")
+    with pytest.raises(RocmBakeError, match="nodes/1/properties: gfx_target_version 'abc'"):
+        detect_gpus(root, no_rocminfo)
+
+
+def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = sysfs(tmp_path, [0, 90500, 120001])
+    assert main(["which-index", "--sysfs-root", str(root), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["multi_arch"] is True
+    assert [c["install"] for c in data["choices"]] == [wi.install_line(BASE, "gfx950"), wi.install_line(BASE, "gfx1201")]
+    assert main(["which-index", "--sysfs-root", str(root), "--index-base", "file:///srv/idx"]) == 0
+    out = capsys.readouterr().out
+    assert "--index-url file:///srv/idx/gfx950/" in out and "one environment" in out
