@@ -1,0 +1,486 @@
+"""A small OCI distribution (Docker Registry v2) pull client on httpx.
+
+Only what fetching wheels needs: resolve a ref to a manifest (OCI image,
+Docker schema 2, OCI index or Docker manifest list → linux/amd64), and stream
+blobs with their sha256 verified as the bytes arrive. No Docker daemon.
+
+Auth: anonymous, HTTP basic, or the Docker token flow (a 401 with
+``WWW-Authenticate: Bearer realm=…,service=…,scope=…`` → GET the realm, retry
+with the token), as GHCR and Docker Hub answer. 5xx and 429 are retried with
+``Retry-After`` or exponential backoff; 401/403/404 are clear errors.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from rocm_bake.arch import validate_arch
+from rocm_bake.errors import RocmBakeError
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+IMAGE_MANIFESTS = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
+INDEX_MANIFESTS = frozenset({OCI_INDEX, DOCKER_LIST})
+ACCEPT = ", ".join([OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST])
+
+#: The platform every image here is built for (components/images.py).
+PLATFORM_OS = "linux"
+PLATFORM_ARCH = "amd64"
+
+LATEST_REASON = (
+    ":latest is written by whichever architecture was pushed last, with the wheels "
+    "inside indistinguishable afterwards"
+)
+ROCM_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+REPO = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
+CHUNK = 1 << 20
+MAX_MANIFEST_BYTES = 4 << 20
+ENV_USERNAME = "ROCM_BAKE_REGISTRY_USERNAME"
+ENV_PASSWORD = "ROCM_BAKE_REGISTRY_PASSWORD"
+
+
+def arch_tag(arch: str, rocm_version: str) -> str:
+    """The tag an arch's image carries: ``<arch>-rocm<rocm_version>``.
+
+    Wheels are fetched by architecture-specific tag, never :latest — written by
+    whichever architecture was pushed last, with the wheels inside
+    indistinguishable afterwards.
+    """
+    validate_arch(arch)
+    if not ROCM_VERSION.match(rocm_version):
+        raise RocmBakeError(f"ROCm version {rocm_version!r} is not X.Y.Z (e.g. 10.1.0)")
+    return f"{arch}-rocm{rocm_version}"
+
+
+class ImageRef(BaseModel):
+    """``registry/repository[:tag][@sha256:…]``, parsed."""
+
+    registry: str
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def reference(self) -> str:
+        """What to ask the registry for: the digest when pinned, else the tag."""
+        return self.digest or self.tag or ""
+
+    def __str__(self) -> str:
+        tag = f":{self.tag}" if self.tag else ""
+        digest = f"@{self.digest}" if self.digest else ""
+        return f"{self.registry}/{self.repository}{tag}{digest}"
+
+
+def parse_ref(ref: str) -> ImageRef:
+    """Parse a fully-qualified image ref; the registry host must be explicit."""
+    text = ref.strip()
+    name, _, digest = text.partition("@")
+    if digest and not DIGEST.match(digest):
+        raise RocmBakeError(f"image ref {ref!r}: digest {digest!r} is not sha256:<64 hex>")
+    registry, slash, rest = name.partition("/")
+    if not slash or not ("." in registry or ":" in registry or registry == "localhost"):
+        raise RocmBakeError(
+            f"image ref {ref!r} names no registry host: expected e.g. "
+            f"127.0.0.1:5000/rocm-bake/torch:{arch_tag('gfx950', '10.1.0')}"
+        )
+    repository, tag = rest, None
+    last = rest.rsplit("/", 1)[-1]
+    if ":" in last:
+        repository, _, tag = rest.rpartition(":")
+        if not TAG.match(tag):
+            raise RocmBakeError(f"image ref {ref!r}: tag {tag!r} is not a valid tag")
+    if not REPO.match(repository):
+        raise RocmBakeError(f"image ref {ref!r}: repository {repository!r} is not a valid name")
+    return ImageRef(registry=registry, repository=repository, tag=tag, digest=digest or None)
+
+
+def check_ref_for_arch(ref: str, arch: str) -> ImageRef:
+    """Parse ``ref`` and refuse it unless it can only mean ``arch``'s image.
+
+    Refused before any download: ``:latest``, no tag and no digest, and a tag
+    whose first ``-``-separated part is not ``arch``. A digest-only ref is
+    content-addressed, so it is accepted as is.
+    """
+    validate_arch(arch)
+    parsed = parse_ref(ref)
+    if parsed.tag == "latest":
+        raise RocmBakeError(f"image ref {ref!r} refused for {arch}: {LATEST_REASON}")
+    if parsed.tag is None and parsed.digest is None:
+        raise RocmBakeError(
+            f"image ref {ref!r} has no tag, which means :latest: {LATEST_REASON}; "
+            f"use the arch tag, e.g. :{arch_tag(arch, '10.1.0')}"
+        )
+    if parsed.tag is not None:
+        head = parsed.tag.split("-", 1)[0]
+        try:
+            tag_arch = validate_arch(head)
+        except RocmBakeError:
+            raise RocmBakeError(
+                f"image ref {ref!r}: tag {parsed.tag!r} names no architecture "
+                f"(expected <arch>-rocm<version>, e.g. {arch_tag(arch, '10.1.0')}); {LATEST_REASON}"
+            ) from None
+        if tag_arch != arch:
+            raise RocmBakeError(
+                f"image ref {ref!r} is tagged for {tag_arch}, not {arch}: refusing to put "
+                f"{tag_arch} wheels in the {arch} index"
+            )
+    return parsed
+
+
+class Descriptor(BaseModel):
+    mediaType: str = ""
+    digest: str
+    size: int
+    annotations: dict[str, str] | None = None
+    platform: dict[str, Any] | None = None
+
+
+class ResolvedImage(BaseModel):
+    """A ref resolved to one linux/amd64 image manifest."""
+
+    ref: str
+    #: Digest of what the ref names (the index, when it is one).
+    manifest_digest: str
+    #: Digest of the linux/amd64 image manifest actually used.
+    image_digest: str
+    media_type: str
+    config: Descriptor
+    layers: list[Descriptor]
+
+
+def scheme_for(registry: str) -> str:
+    """Plain HTTP for loopback registries (the local one ``make up`` starts), else HTTPS."""
+    host = registry.rsplit(":", 1)[0] if not registry.startswith("[") else registry.split("]")[0] + "]"
+    loopback = host in {"localhost", "[::1]"} or host.startswith("127.")
+    return "http" if loopback else "https"
+
+
+def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
+    """Split ``Bearer realm="…",service="…",scope="…"`` into scheme and params."""
+    scheme, _, rest = header.strip().partition(" ")
+    params = {k.lower(): v for k, v in re.findall(r'(\w+)="([^"]*)"', rest)}
+    return scheme.lower(), params
+
+
+class VerifyingReader:
+    """A read()-able view of a blob stream that checks size and sha256.
+
+    The digest is checked when the stream ends; reading past the declared
+    size is refused, so a registry cannot feed an endless stream.
+    """
+
+    def __init__(self, chunks: Iterator[bytes], digest: str, size: int, what: str, counter: "RegistryClient") -> None:
+        self.chunks = chunks
+        self.expected = digest
+        self.size = size
+        self.what = what
+        self.counter = counter
+        self.hash = hashlib.sha256()
+        self.seen = 0
+        self.buffer = b""
+        self.pos = 0
+        self.done = False
+
+    def _next(self) -> bytes | None:
+        try:
+            chunk = next(self.chunks)
+        except StopIteration:
+            self._finish()
+            return None
+        except httpx.HTTPError as exc:
+            raise RocmBakeError(f"{self.what}: transfer failed after {self.seen} bytes: {exc}") from exc
+        self.seen += len(chunk)
+        self.counter.bytes_fetched += len(chunk)
+        if self.seen > self.size:
+            raise RocmBakeError(f"{self.what}: registry sent more than the declared {self.size} bytes")
+        self.hash.update(chunk)
+        return chunk
+
+    def _finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        actual = f"sha256:{self.hash.hexdigest()}"
+        if self.seen != self.size:
+            raise RocmBakeError(f"{self.what}: got {self.seen} bytes, manifest declares {self.size}")
+        if actual != self.expected:
+            raise RocmBakeError(f"{self.what}: digest mismatch: manifest says {self.expected}, content is {actual}")
+
+    def read(self, n: int | None = -1) -> bytes:
+        parts: list[bytes] = []
+        need = -1 if n is None or n < 0 else n
+        while need != 0:
+            avail = len(self.buffer) - self.pos
+            if avail == 0:
+                chunk = self._next()
+                if chunk is None:
+                    break
+                self.buffer, self.pos = chunk, 0
+                continue
+            take = avail if need < 0 else min(avail, need)
+            parts.append(self.buffer[self.pos : self.pos + take])
+            self.pos += take
+            if need > 0:
+                need -= take
+        return b"".join(parts)
+
+    def drain(self) -> None:
+        """Read to the end so the digest is checked (tar stops before EOF padding ends)."""
+        self.buffer, self.pos = b"", 0
+        while self._next() is not None:
+            pass
+        self._finish()
+
+
+class RegistryClient:
+    """Pull-side client for one registry host; counts every byte fetched."""
+
+    def __init__(
+        self,
+        registry: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        retries: int = 5,
+        backoff_s: float = 0.5,
+        max_retry_after_s: float = 30.0,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.registry = registry
+        self.base = f"{scheme_for(registry)}://{registry}"
+        self.username = username if username is not None else os.environ.get(ENV_USERNAME)
+        self.password = password if password is not None else os.environ.get(ENV_PASSWORD)
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_retry_after_s = max_retry_after_s
+        self.http = httpx.Client(timeout=timeout_s, follow_redirects=True)
+        self.tokens: dict[str, str] = {}
+        self.auth_header: dict[str, str] = {}
+        self.bytes_fetched = 0
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> "RegistryClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport -------------------------------------------------------
+
+    def _delay(self, response: httpx.Response | None, attempt: int) -> float:
+        if response is not None:
+            after = response.headers.get("Retry-After")
+            if after is not None:
+                try:
+                    return min(max(float(after), 0.0), self.max_retry_after_s)
+                except ValueError:
+                    pass  # an HTTP-date: fall back to backoff
+        return self.backoff_s * (2**attempt)
+
+    def _token(self, params: dict[str, str], what: str) -> str:
+        realm = params.get("realm")
+        if not realm:
+            raise RocmBakeError(f"{what}: Bearer challenge from {self.registry} has no realm")
+        query = {k: params[k] for k in ("service", "scope") if k in params}
+        auth = (self.username, self.password) if self.username and self.password else None
+        for attempt in range(self.retries + 1):
+            try:
+                resp = self.http.get(realm, params=query, auth=auth)
+            except httpx.TransportError as exc:
+                if attempt == self.retries:
+                    raise RocmBakeError(f"{what}: token realm {realm} unreachable: {exc}") from exc
+                time.sleep(self._delay(None, attempt))
+                continue
+            if (resp.status_code >= 500 or resp.status_code == 429) and attempt < self.retries:
+                time.sleep(self._delay(resp, attempt))
+                continue
+            break
+        if resp.status_code in (401, 403):
+            who = f"as {self.username!r}" if auth else f"anonymously (set {ENV_USERNAME}/{ENV_PASSWORD})"
+            raise RocmBakeError(f"{what}: token realm {realm} refused a token {who}: HTTP {resp.status_code}")
+        if resp.status_code != 200:
+            raise RocmBakeError(f"{what}: token realm {realm} answered HTTP {resp.status_code}")
+        body = resp.json()
+        token = body.get("token") or body.get("access_token")
+        if not token:
+            raise RocmBakeError(f"{what}: token realm {realm} returned no token")
+        return str(token)
+
+    def _authorize(self, response: httpx.Response, what: str) -> bool:
+        """Answer a 401 challenge; False when there is nothing new to try."""
+        scheme, params = parse_challenge(response.headers.get("WWW-Authenticate", ""))
+        if scheme == "bearer":
+            key = params.get("scope", "")
+            if self.auth_header.get("Authorization") == f"Bearer {self.tokens.get(key)}":
+                return False  # this token was just refused
+            self.tokens[key] = self._token(params, what)
+            self.auth_header = {"Authorization": f"Bearer {self.tokens[key]}"}
+            return True
+        if scheme == "basic" and self.username and self.password and not self.auth_header:
+            pair = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+            self.auth_header = {"Authorization": f"Basic {pair}"}
+            return True
+        return False
+
+    @contextmanager
+    def _request(self, method: str, path: str, what: str, headers: dict[str, str] | None = None) -> Iterator[httpx.Response]:
+        """Send with auth and retries; yield a streaming 2xx response."""
+        url = f"{self.base}{path}"
+        attempt = 0
+        auth_tries = 0
+        while True:
+            req_headers = {**(headers or {}), **self.auth_header}
+            try:
+                request = self.http.build_request(method, url, headers=req_headers)
+                response = self.http.send(request, stream=True)
+            except httpx.TransportError as exc:
+                if attempt >= self.retries:
+                    raise RocmBakeError(f"{what}: {self.registry} unreachable after {attempt + 1} tries: {exc}") from exc
+                time.sleep(self._delay(None, attempt))
+                attempt += 1
+                continue
+            status = response.status_code
+            if status == 401 and auth_tries < 2:
+                response.close()
+                auth_tries += 1
+                if self._authorize(response, what):
+                    continue
+                self._raise(response, what)
+            if (status >= 500 or status == 429) and attempt < self.retries:
+                response.close()
+                time.sleep(self._delay(response, attempt))
+                attempt += 1
+                continue
+            if status >= 300:
+                response.close()
+                self._raise(response, what)
+            try:
+                yield response
+            finally:
+                response.close()
+            return
+
+    def _raise(self, response: httpx.Response, what: str) -> None:
+        status = response.status_code
+        hint = {
+            401: f"authentication required (set {ENV_USERNAME}/{ENV_PASSWORD} for a private registry)",
+            403: "access denied for these credentials",
+            404: "not found (wrong repository, tag or digest?)",
+            429: f"rate limited, still after {self.retries} retries",
+        }.get(status, f"still failing after {self.retries} retries" if status >= 500 else "unexpected status")
+        raise RocmBakeError(f"{what}: {self.registry} answered HTTP {status}: {hint}")
+
+    # -- manifests -------------------------------------------------------
+
+    def get_manifest(self, repository: str, reference: str) -> tuple[str, str, dict[str, Any]]:
+        """GET a manifest; return (digest, media type, parsed JSON), digest-checked."""
+        what = f"manifest {self.registry}/{repository}@{reference}" if reference.startswith("sha256:") else f"manifest {self.registry}/{repository}:{reference}"
+        with self._request("GET", f"/v2/{repository}/manifests/{reference}", what, {"Accept": ACCEPT}) as resp:
+            body = b""
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if len(body) > MAX_MANIFEST_BYTES:
+                    raise RocmBakeError(f"{what}: larger than {MAX_MANIFEST_BYTES} bytes")
+            header_digest = resp.headers.get("Docker-Content-Digest")
+            content_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
+        self.bytes_fetched += len(body)
+        digest = f"sha256:{hashlib.sha256(body).hexdigest()}"
+        if reference.startswith("sha256:") and digest != reference:
+            raise RocmBakeError(f"{what}: digest mismatch: content is {digest}")
+        if header_digest and header_digest.startswith("sha256:") and header_digest != digest:
+            raise RocmBakeError(f"{what}: digest mismatch: registry says {header_digest}, content is {digest}")
+        try:
+            manifest = json.loads(body)
+        except ValueError as exc:
+            raise RocmBakeError(f"{what}: not JSON: {exc}") from exc
+        media_type = manifest.get("mediaType") or content_type
+        return digest, media_type, manifest
+
+    def resolve_digest(self, ref: ImageRef) -> str:
+        """The digest a ref names, by HEAD (no body fetched); pinned refs need no request."""
+        if ref.digest:
+            return ref.digest
+        what = f"manifest {ref}"
+        with self._request("HEAD", f"/v2/{ref.repository}/manifests/{ref.reference}", what, {"Accept": ACCEPT}) as resp:
+            digest = resp.headers.get("Docker-Content-Digest")
+        if digest and DIGEST.match(digest):
+            return digest
+        return self.get_manifest(ref.repository, ref.reference)[0]
+
+    def resolve_image(self, ref: ImageRef) -> ResolvedImage:
+        """Resolve to the linux/amd64 image manifest, following an index."""
+        digest, media_type, manifest = self.get_manifest(ref.repository, ref.reference)
+        top = digest
+        if media_type in INDEX_MANIFESTS:
+            child = pick_platform(manifest, str(ref))
+            digest, media_type, manifest = self.get_manifest(ref.repository, child.digest)
+        if media_type not in IMAGE_MANIFESTS:
+            raise RocmBakeError(
+                f"{ref}: manifest media type {media_type!r} is not an OCI or Docker schema 2 image "
+                f"(schema 1 and artifacts are not supported)"
+            )
+        try:
+            config = Descriptor.model_validate(manifest["config"])
+            layers = [Descriptor.model_validate(layer) for layer in manifest.get("layers", [])]
+        except (KeyError, ValueError) as exc:
+            raise RocmBakeError(f"{ref}: malformed image manifest: {exc}") from exc
+        for desc in [config, *layers]:
+            if not DIGEST.match(desc.digest):
+                raise RocmBakeError(f"{ref}: blob digest {desc.digest!r} is not sha256:<64 hex>")
+        return ResolvedImage(
+            ref=str(ref), manifest_digest=top, image_digest=digest, media_type=media_type,
+            config=config, layers=layers,
+        )
+
+    # -- blobs -------------------------------------------------------------
+
+    @contextmanager
+    def open_blob(self, repository: str, desc: Descriptor) -> Iterator[VerifyingReader]:
+        """Stream a blob; the reader raises on a size or sha256 mismatch at EOF."""
+        what = f"blob {self.registry}/{repository}@{desc.digest}"
+        with self._request("GET", f"/v2/{repository}/blobs/{desc.digest}", what) as resp:
+            yield VerifyingReader(resp.iter_raw(CHUNK), desc.digest, desc.size, what, self)
+
+    def get_blob_json(self, repository: str, desc: Descriptor) -> dict[str, Any]:
+        if desc.size > MAX_MANIFEST_BYTES:
+            raise RocmBakeError(f"config blob {desc.digest} is {desc.size} bytes; refusing")
+        with self.open_blob(repository, desc) as reader:
+            data = reader.read()
+            reader.drain()
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise RocmBakeError(f"config blob {desc.digest}: not JSON: {exc}") from exc
+
+
+def pick_platform(index: dict[str, Any], what: str) -> Descriptor:
+    """The linux/amd64 entry of an index (attestation manifests are ignored)."""
+    seen: list[str] = []
+    for raw in index.get("manifests", []):
+        desc = Descriptor.model_validate(raw)
+        platform = desc.platform or {}
+        seen.append(f"{platform.get('os', '?')}/{platform.get('architecture', '?')}")
+        if (desc.annotations or {}).get("vnd.docker.reference.type") == "attestation-manifest":
+            continue
+        if platform.get("os") == PLATFORM_OS and platform.get("architecture") == PLATFORM_ARCH:
+            return desc
+    raise RocmBakeError(
+        f"{what}: index has no {PLATFORM_OS}/{PLATFORM_ARCH} image (platforms: {', '.join(seen) or 'none'})"
+    )

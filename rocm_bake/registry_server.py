@@ -1,0 +1,169 @@
+"""Run Debian's ``docker-registry`` on 127.0.0.1 with a generated config.
+
+``make up`` starts one with ``python -m rocm_bake.registry_server --port 5000
+--root DIR --daemon``; tests call :func:`start_registry`, which picks a free
+loopback port. No Docker daemon is involved: the registry is the upstream
+distribution binary, storing blobs under ``ROOT/docker/registry/v2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import httpx
+import yaml
+
+from rocm_bake.errors import RocmBakeError
+
+REGISTRY_BINARY = Path("/usr/bin/docker-registry")
+APT_PACKAGE = "docker-registry"
+START_TIMEOUT_S = 20.0
+
+
+class RunningRegistry(NamedTuple):
+    """``address`` is ``127.0.0.1:PORT`` (image refs carry no scheme)."""
+
+    address: str
+    stop: Callable[[], None]
+
+
+def registry_binary() -> Path:
+    """The registry binary, or a loud error naming the apt package."""
+    if not (REGISTRY_BINARY.is_file() and os.access(REGISTRY_BINARY, os.X_OK)):
+        raise RocmBakeError(
+            f"{REGISTRY_BINARY} not found: install the Debian package {APT_PACKAGE!r} "
+            f"(sudo apt-get install {APT_PACKAGE}); .ci/run installs it"
+        )
+    return REGISTRY_BINARY
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def write_config(root: Path, port: int) -> Path:
+    """Write a loopback-only, auth-free registry config under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = {
+        "version": 0.1,
+        "log": {"level": "warn", "accesslog": {"disabled": True}},
+        "storage": {
+            "filesystem": {"rootdirectory": str(root / "storage")},
+            "delete": {"enabled": True},
+        },
+        "http": {"addr": f"127.0.0.1:{port}", "headers": {"X-Content-Type-Options": ["nosniff"]}},
+    }
+    path = root / "config.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def storage_dir(root: Path) -> Path:
+    """Where the filesystem driver keeps blobs (``…/blobs/sha256/ab/abcd…/data``)."""
+    return root / "storage" / "docker" / "registry" / "v2"
+
+
+def wait_for_v2(address: str, proc: subprocess.Popen[bytes] | None, log: Path | None) -> None:
+    """Poll ``/v2/`` until the registry answers 200, or fail with its log."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
+            raise RocmBakeError(f"docker-registry on {address} exited with {proc.returncode}: {tail}")
+        try:
+            if httpx.get(f"http://{address}/v2/", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RocmBakeError(f"docker-registry on {address} did not answer /v2/ within {START_TIMEOUT_S:.0f}s")
+
+
+def spawn(root: Path, port: int, *, detach: bool) -> subprocess.Popen[bytes]:
+    binary = registry_binary()
+    config = write_config(root, port)
+    log = open(root / "registry.log", "ab")  # noqa: SIM115 - handed to the child
+    try:
+        return subprocess.Popen(
+            [str(binary), "serve", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=detach,
+        )
+    finally:
+        log.close()
+
+
+def start_registry(root: Path, port: int | None = None) -> RunningRegistry:
+    """Start a registry storing under ``root``; return its address and a stopper.
+
+    With no ``port`` a free one is picked; a lost race for it is retried.
+    """
+    attempts = 1 if port is not None else 3
+    last: RocmBakeError | None = None
+    for _ in range(attempts):
+        chosen = port if port is not None else free_port()
+        proc = spawn(root, chosen, detach=False)
+        address = f"127.0.0.1:{chosen}"
+        try:
+            wait_for_v2(address, proc, root / "registry.log")
+        except RocmBakeError as exc:
+            terminate(proc)
+            last = exc
+            continue
+        return RunningRegistry(address, lambda p=proc: terminate(p))
+    assert last is not None
+    raise last
+
+
+def terminate(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rocm_bake.registry_server", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--root", type=Path, required=True, help="registry storage and config dir")
+    parser.add_argument("--daemon", action="store_true", help="start in the background and return once /v2/ answers")
+    args = parser.parse_args(argv)
+    root: Path = args.root.resolve()
+    address = f"127.0.0.1:{args.port}"
+    try:
+        proc = spawn(root, args.port, detach=args.daemon)
+        wait_for_v2(address, proc, root / "registry.log")
+    except RocmBakeError as exc:
+        print(f"rocm-bake: error: {exc}", file=sys.stderr)
+        return 2
+    if args.daemon:
+        (root / "registry.pid").write_text(f"{proc.pid}\n", encoding="utf-8")
+        print(f"registry on {address} (pid {proc.pid}, root {root}, log {root / 'registry.log'})")
+        return 0
+    print(f"registry on {address} (root {root}); Ctrl-C stops it")
+    signal.signal(signal.SIGTERM, lambda *_: terminate(proc))
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        terminate(proc)
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

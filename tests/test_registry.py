@@ -1,0 +1,176 @@
+"""The registry client and server: refs, auth, retries, against the real registry."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rocm_bake import registry_server
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.extract import fetch_wheels
+from rocm_bake.registry import RegistryClient, arch_tag, check_ref_for_arch, parse_challenge, parse_ref, scheme_for
+
+from registry_fixtures import Entry, Layer, ProxyState, Registry, proxy, push_image, registry, wheel  # noqa: F401
+
+TAG = "gfx950-rocm10.1.0"
+
+
+def test_arch_tag() -> None:
+    assert arch_tag("gfx950", "10.1.0") == "gfx950-rocm10.1.0"
+    with pytest.raises(RocmBakeError, match="unknown architecture"):
+        arch_tag("gfx951", "10.1.0")
+    with pytest.raises(RocmBakeError, match="not X.Y.Z"):
+        arch_tag("gfx950", "10.1")
+
+
+def test_parse_ref() -> None:
+    ref = parse_ref("127.0.0.1:5000/rocm-bake/torch:gfx950-rocm10.1.0")
+    assert (ref.registry, ref.repository, ref.tag, ref.digest) == ("127.0.0.1:5000", "rocm-bake/torch", "gfx950-rocm10.1.0", None)
+    digest = "sha256:" + "ab" * 32
+    both = parse_ref(f"ghcr.io/org/torch:gfx950-rocm10.1.0@{digest}")
+    assert (both.registry, both.tag, both.digest, both.reference) == ("ghcr.io", "gfx950-rocm10.1.0", digest, digest)
+    assert str(both) == f"ghcr.io/org/torch:gfx950-rocm10.1.0@{digest}"
+    with pytest.raises(RocmBakeError, match="names no registry host"):
+        parse_ref("rocm-bake/torch:gfx950-rocm10.1.0")
+    with pytest.raises(RocmBakeError, match="not sha256"):
+        parse_ref("127.0.0.1:5000/torch@sha256:abc")
+    with pytest.raises(RocmBakeError, match="not a valid name"):
+        parse_ref("127.0.0.1:5000/Torch:gfx950-rocm10.1.0")
+
+
+def test_check_ref_for_arch() -> None:
+    assert check_ref_for_arch(f"127.0.0.1:5000/rocm-bake/torch:{TAG}", "gfx950").tag == TAG
+    pinned = check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch@sha256:" + "0" * 64, "gfx950")
+    assert pinned.tag is None and pinned.digest
+    with pytest.raises(RocmBakeError, match="whichever architecture was pushed last"):
+        check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch:latest", "gfx950")
+    with pytest.raises(RocmBakeError, match="tagged for gfx1151, not gfx950"):
+        check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch:gfx1151-rocm10.1.0", "gfx950")
+    with pytest.raises(RocmBakeError, match="unknown architecture"):
+        check_ref_for_arch(f"127.0.0.1:5000/rocm-bake/torch:{TAG}", "gfx951")
+
+
+def test_scheme_and_challenge() -> None:
+    assert scheme_for("127.0.0.1:5000") == "http" and scheme_for("localhost:5000") == "http"
+    assert scheme_for("ghcr.io") == "https"
+    scheme, params = parse_challenge('Bearer realm="https://ghcr.io/token",service="ghcr.io",scope="repository:o/r:pull"')
+    assert scheme == "bearer" and params == {"realm": "https://ghcr.io/token", "service": "ghcr.io", "scope": "repository:o/r:pull"}
+
+
+def wheel_image(registry: Registry, repo: str, data: bytes) -> str:
+    name = wheel("torch", "2.15.0")
+    push_image(registry.address, repo, TAG, [Layer([Entry("wheels", kind="dir"), Entry(f"wheels/{name}", data)])])
+    return name
+
+
+def test_bearer_token_auth_with_429_and_503_retried(
+    registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path
+) -> None:
+    address, state = proxy
+    name = wheel_image(registry, "rocm-bake/authed", b"behind a token" * 100)
+    state.inject = [429, 503]
+    client = RegistryClient(address, username="ci", password="s3cret", backoff_s=0.01)
+    result = fetch_wheels("gfx950", [f"{address}/rocm-bake/authed:{TAG}"], tmp_path, clients={address: client})
+    assert [w.name for w in result.wheels] == [name]
+    assert (tmp_path / "wheels" / "gfx950" / name).read_bytes() == b"behind a token" * 100
+    assert state.injected == [429, 503]
+    assert state.token_requests[0] == {"service": "test-registry", "scope": "repository:rocm-bake/authed:pull"}
+    assert len(state.token_requests) == 1  # the token is reused, not fetched per request
+    client.close()
+
+
+def test_bearer_token_refused_without_credentials(
+    registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path
+) -> None:
+    address, _ = proxy
+    wheel_image(registry, "rocm-bake/private", b"x")
+    client = RegistryClient(address, username="", password="")
+    with pytest.raises(RocmBakeError, match="refused a token anonymously.*ROCM_BAKE_REGISTRY_USERNAME"):
+        fetch_wheels("gfx950", [f"{address}/rocm-bake/private:{TAG}"], tmp_path, clients={address: client})
+    assert not (tmp_path / "wheels").exists()
+
+
+def test_basic_auth(registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path) -> None:
+    address, state = proxy
+    state.mode = "basic"
+    name = wheel_image(registry, "rocm-bake/basic", b"basic")
+    good = RegistryClient(address, username="ci", password="s3cret")
+    fetch_wheels("gfx950", [f"{address}/rocm-bake/basic:{TAG}"], tmp_path, clients={address: good})
+    assert (tmp_path / "wheels" / "gfx950" / name).read_bytes() == b"basic"
+    bad = RegistryClient(address, username="ci", password="wrong")
+    with pytest.raises(RocmBakeError, match="HTTP 401: authentication required"):
+        bad.resolve_digest(parse_ref(f"{address}/rocm-bake/basic:{TAG}"))
+
+
+def test_persistent_5xx_gives_up_with_a_clear_error(
+    registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path
+) -> None:
+    address, state = proxy
+    state.mode, state.always = "none", 503
+    client = RegistryClient(address, retries=2, backoff_s=0.01)
+    with pytest.raises(RocmBakeError, match="HTTP 503: still failing after 2 retries"):
+        fetch_wheels("gfx950", [f"{address}/rocm-bake/any:{TAG}"], tmp_path, clients={address: client})
+    assert state.injected == [503, 503, 503]
+
+
+def test_retry_after_is_honoured(registry: Registry, proxy: tuple[str, ProxyState]) -> None:
+    address, state = proxy
+    state.mode, state.inject, state.retry_after = "none", [429], "0.4"
+    wheel_image(registry, "rocm-bake/slow", b"s")
+    client = RegistryClient(address, backoff_s=0.0)
+    start = time.monotonic()
+    digest = client.resolve_digest(parse_ref(f"{address}/rocm-bake/slow:{TAG}"))
+    assert time.monotonic() - start >= 0.4 and digest.startswith("sha256:")
+
+
+def test_manifest_digest_verified_when_pinned(registry: Registry) -> None:
+    wheel_image(registry, "rocm-bake/pin", b"p")
+    client = RegistryClient(registry.address)
+    digest, _, _ = client.get_manifest("rocm-bake/pin", TAG)
+    assert client.resolve_digest(parse_ref(f"{registry.address}/rocm-bake/pin:{TAG}")) == digest
+    revisions = registry_server.storage_dir(registry.root) / "blobs" / "sha256" / digest[7:9] / digest[7:] / "data"
+    body = revisions.read_bytes()
+    assert hashlib.sha256(body).hexdigest() == digest[7:]
+    tampered = body.replace(b'"schemaVersion": 2', b'"schemaVersion":  2')  # same JSON, other bytes
+    assert tampered != body
+    revisions.write_bytes(tampered)
+    with pytest.raises(RocmBakeError, match="digest mismatch"):
+        client.get_manifest("rocm-bake/pin", digest)
+
+
+def test_missing_binary_names_the_apt_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry_server, "REGISTRY_BINARY", tmp_path / "no-such-registry")
+    with pytest.raises(RocmBakeError, match="apt-get install docker-registry"):
+        registry_server.start_registry(tmp_path / "root")
+
+
+def test_server_cli_daemon_answers_v2(tmp_path: Path) -> None:
+    port = registry_server.free_port()
+    root = tmp_path / "daemon"
+    started = subprocess.run(
+        [sys.executable, "-m", "rocm_bake.registry_server", "--port", str(port), "--root", str(root), "--daemon"],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert started.returncode == 0, started.stderr
+    assert f"registry on 127.0.0.1:{port}" in started.stdout
+    pid = int((root / "registry.pid").read_text())
+    try:
+        assert httpx.get(f"http://127.0.0.1:{port}/v2/", timeout=5).status_code == 200
+        config = (root / "config.yml").read_text()
+        assert f"127.0.0.1:{port}" in config and str(root / "storage") in config
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
