@@ -1,0 +1,117 @@
+"""``WheelIndex``: one arch's pip index as a dynamic resource.
+
+All work is ``rocm_bake.index``; this maps create/diff/update/delete onto it.
+``diff`` plans the index in memory (validation, cached hashes, pages) and
+compares the would-be ``index_sha256`` with the recorded one, so ``pulumi
+preview`` shows when the index would change — new wheel bytes, a different
+``wheel_url`` — and says nothing when it would not. Warm planning costs no
+re-hashing (see ``rocm_bake.hashcache``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+
+from rocm_bake.arch import validate_arch
+from rocm_bake.index import IndexResult, build_index, index_dir, is_rocm_bake_index, plan_index
+from rocm_bake.versions import DEFAULT_ROCM_VERSION
+
+#: What the engine passes for a not-yet-known value during preview.
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+#: Changing these moves the index directory, so the old one is replaced.
+REPLACE_KEYS = ("arch", "dist")
+INPUT_KEYS = ("arch", "wheels_dir", "dist", "wheel_url", "rocm_version")
+
+
+def _build(props: dict[str, Any]) -> IndexResult:
+    return build_index(
+        props["arch"], Path(props["wheels_dir"]), Path(props["dist"]),
+        wheel_url=props.get("wheel_url"), rocm_version=props.get("rocm_version") or DEFAULT_ROCM_VERSION,
+    )
+
+
+def outputs(props: dict[str, Any], result: IndexResult) -> dict[str, Any]:
+    return {
+        **{k: props.get(k) for k in INPUT_KEYS},
+        "index_dir": result.index_dir,
+        "wheel_count": result.wheel_count,
+        "index_sha256": result.index_sha256,
+        "metapackage": result.metapackage,
+        "files": [f.model_dump() for f in result.files],
+    }
+
+
+class WheelIndexProvider(ResourceProvider):
+    """create/update build; diff plans and compares digests; delete removes DIST/index/<arch>."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        result = _build(props)
+        return CreateResult(id_=result.index_dir, outs=outputs(props, result))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        if any(news.get(k) == UNKNOWN for k in INPUT_KEYS):
+            return DiffResult(changes=True)
+        replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
+        if replaces:
+            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        if not is_rocm_bake_index(Path(olds.get("index_dir") or _id)):
+            return DiffResult(changes=True)  # removed behind our back: rebuild
+        plan = plan_index(
+            news["arch"], Path(news["wheels_dir"]), Path(news["dist"]), news.get("wheel_url"),
+            news.get("rocm_version") or DEFAULT_ROCM_VERSION,
+        )
+        return DiffResult(changes=plan.index_sha256 != olds.get("index_sha256"), replaces=[],
+                          stables=["index_dir"])
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=outputs(news, _build(news)))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        """Remove the index, but only if it is still one rocm-bake wrote."""
+        out = Path(props.get("index_dir") or _id)
+        if is_rocm_bake_index(out):
+            shutil.rmtree(out)
+
+
+class WheelIndex(pulumi.dynamic.Resource):
+    """``DIST/index/<arch>/`` built from ``wheels_dir`` (pass FetchedWheels' ``wheels_dir`` output).
+
+    Outputs: ``index_dir``, ``wheel_count`` (rocm-torch included),
+    ``index_sha256`` (stable digest of the index tree), ``metapackage``, ``files``.
+    """
+
+    index_dir: pulumi.Output[str]
+    wheel_count: pulumi.Output[int]
+    index_sha256: pulumi.Output[str]
+    metapackage: pulumi.Output[str]
+    files: pulumi.Output[list[dict[str, Any]]]
+
+    def __init__(
+        self,
+        name: str,
+        arch: str,
+        wheels_dir: "pulumi.Input[str]",
+        dist: str,
+        wheel_url: "pulumi.Input[str] | None" = None,
+        opts: pulumi.ResourceOptions | None = None,
+        rocm_version: str = DEFAULT_ROCM_VERSION,
+    ) -> None:
+        validate_arch(arch)
+        props = {
+            "arch": arch,
+            "wheels_dir": wheels_dir,
+            "dist": str(dist),
+            "wheel_url": wheel_url,
+            "rocm_version": rocm_version,
+            "index_dir": str(index_dir(Path(dist), arch)),
+            "wheel_count": None,
+            "index_sha256": None,
+            "metapackage": None,
+            "files": None,
+        }
+        super().__init__(WheelIndexProvider(), name, props, opts)
