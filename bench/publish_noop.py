@@ -1,0 +1,45 @@
+"""Bench: a no-op republish (everything already on GitHub) vs the first publish, in one process.
+
+Against the loopback fake GitHub with N synthetic 8 MiB wheels. Prints the
+ratio no-op / first; a warm republish should cost reads only (no uploads,
+no commit, hashes from the cache), so the ratio should be far below 1.
+Run: ``python bench/publish_noop.py [N]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rocm_bake.index import build_index  # noqa: E402
+from rocm_bake.publish import Publisher  # noqa: E402
+from tests.fake_github import FakeGitHub  # noqa: E402
+from tests.index_fixtures import make_wheel  # noqa: E402
+from tests.publish_fixtures import make_client  # noqa: E402
+
+
+def main(n: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp, FakeGitHub() as gh:
+        wheels = Path(tmp) / "wheels"
+        for i in range(n):
+            make_wheel(wheels, f"pkg{i}", "1.0", extra_files={f"pkg{i}/blob.bin": os.urandom(8 << 20)})
+        dist = Path(tmp) / "dist"
+        build_index("gfx950", wheels, dist)
+        t0 = time.perf_counter()
+        first = Publisher(make_client(gh), "gfx950", dist).run()
+        t1 = time.perf_counter()
+        again = Publisher(make_client(gh), "gfx950", dist).run()
+        t2 = time.perf_counter()
+        assert again.uploads == 0 and again.commits == 0
+        print(f"first publish: {t1 - t0:.3f} s ({first.uploads} uploads, {first.commits} commit)")
+        print(f"no-op publish: {t2 - t1:.3f} s (0 uploads, 0 commits)")
+        print(f"ratio no-op/first: {(t2 - t1) / (t1 - t0):.3f}")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 8)

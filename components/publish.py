@@ -1,0 +1,270 @@
+"""Publishing one arch's index as Pulumi resources (only when ``rocm-bake:publish`` is true).
+
+The spec: publishing "is a separate decision from building, so it is in no
+group and no push-all" — here a stack config flag, default false. ``pulumi
+preview`` is the seed's ``wheels-publish-dry``: the providers' ``diff``
+compares what the local index would publish with what was recorded (or
+what ``refresh`` read back from GitHub), so drift made by hand shows up and
+the next ``up`` repairs it.
+
+* ``pulumi_github.Release`` per arch, tag ``wheels-<arch>-rocm<version>``:
+  "One release per architecture", because the wheel filenames are
+  architecture-independent and would collide inside one release.
+* ``ReleaseAssets`` (dynamic): the release's assets, via ``rocm_bake.publish``.
+* ``PagesIndex`` (dynamic): ``data/wheels/<arch>/`` on gh-pages, one commit.
+
+All work is ``rocm_bake.publish``; the token is an input marked secret and is
+never part of a provider object (providers are pickled into state).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_github as github
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+
+from rocm_bake.arch import validate_arch
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.github_client import GitHubClient, GitHubEndpoints
+from rocm_bake.publish import Publisher, commit_pages, git_blob_sha, pages_prefix, release_tag, remote_pages
+from rocm_bake.versions import DEFAULT_ROCM_VERSION
+
+#: What the engine passes for a not-yet-known value during preview.
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+#: A different arch, repo, version or GitHub is a different release: replace.
+REPLACE_KEYS = ("arch", "repo", "rocm_version", "api_url")
+INPUT_KEYS = ("arch", "dist", "repo", "rocm_version", "api_url", "uploads_url", "web_url", "pages_url", "token",
+              "depends_on_digest")
+DEFAULTS = GitHubEndpoints()
+
+
+def _endpoints(props: dict[str, Any]) -> GitHubEndpoints:
+    return GitHubEndpoints(api_url=props.get("api_url") or DEFAULTS.api_url,
+                           uploads_url=props.get("uploads_url") or DEFAULTS.uploads_url,
+                           web_url=props.get("web_url") or DEFAULTS.web_url,
+                           pages_url=props.get("pages_url") or DEFAULTS.pages_url)
+
+
+def _client(props: dict[str, Any]) -> GitHubClient:
+    return GitHubClient(props["repo"], props.get("token") or os.environ.get("GITHUB_TOKEN"), _endpoints(props))
+
+
+def _publisher(props: dict[str, Any], client: GitHubClient) -> Publisher:
+    return Publisher(client, props["arch"], Path(props["dist"]), props.get("rocm_version") or DEFAULT_ROCM_VERSION)
+
+
+def _inputs(props: dict[str, Any]) -> dict[str, Any]:
+    return {k: props.get(k) for k in INPUT_KEYS}
+
+
+def _unknown(props: dict[str, Any]) -> bool:
+    return any(props.get(k) == UNKNOWN for k in INPUT_KEYS)
+
+
+def _asset_key(assets: list[dict[str, Any]] | None) -> dict[str, tuple[int, str | None]]:
+    return {a["name"]: (a["size"], a.get("sha256")) for a in assets or []}
+
+
+def _assets_differ(want: list[dict[str, Any]], have: list[dict[str, Any]] | None) -> bool:
+    """Name and size must match; sha256 too wherever GitHub reported one."""
+    w, h = _asset_key(want), _asset_key(have)
+    if set(w) != set(h):
+        return True
+    return any(w[n][0] != h[n][0] or (h[n][1] is not None and h[n][1] != w[n][1]) for n in w)
+
+
+class ReleaseAssetsProvider(ResourceProvider):
+    """The release's assets = every file of ``DIST/index/<arch>/files/``."""
+
+    def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
+        with _client(props) as client:
+            publisher = _publisher(props, client)
+            plan, release = publisher.plan(pages=False)
+            release, published = publisher.apply_assets(plan, release)
+            return {**_inputs(props), "tag": publisher.tag, "release_id": release.id,
+                    "assets": [a.model_dump() for a in published], "asset_count": len(published),
+                    "wheel_url": publisher.wheel_url}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        outs = self._apply(props)
+        return CreateResult(id_=f"{props['repo']}/{outs['tag']}", outs=outs)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self._apply(news))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        if _unknown(news):
+            return DiffResult(changes=True)
+        replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
+        if replaces:
+            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        with _client(news) as client:
+            local = _publisher(news, client).local
+        want = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in local.files]
+        return DiffResult(changes=_assets_differ(want, olds.get("assets")), stables=["tag", "wheel_url"])
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: what the release really holds (a hand-deleted or replaced asset shows as drift)."""
+        with _client(props) as client:
+            tag = props.get("tag") or release_tag(props["arch"], props.get("rocm_version") or DEFAULT_ROCM_VERSION)
+            release = client.get_release_by_tag(tag)
+            assets = client.list_assets(release.id) if release else []
+        listed = [{"name": a.name, "size": a.size if a.state == "uploaded" else -1, "sha256": a.sha256}
+                  for a in assets]
+        return ReadResult(id_=id_, outs={**props, "assets": listed, "asset_count": len(listed),
+                                         "release_id": release.id if release else None})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        """Remove the assets this resource published (the Release resource removes the release)."""
+        names = {a["name"] for a in props.get("assets") or []}
+        with _client(props) as client:
+            release = client.get_release_by_tag(props["tag"])
+            for asset in client.list_assets(release.id) if release else []:
+                if asset.name in names:
+                    client.delete_asset(asset.id)
+
+
+class PagesIndexProvider(ResourceProvider):
+    """``data/wheels/<arch>/`` on gh-pages: the index HTML with hrefs at the release downloads."""
+
+    def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
+        with _client(props) as client:
+            publisher = _publisher(props, client)
+            commit, files = commit_pages(client, publisher.arch, publisher.tag, publisher.desired)
+            return {**_inputs(props), "files": files, "commit": commit, "pages_url": publisher.pages_url}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        outs = self._apply(props)
+        return CreateResult(id_=f"{props['repo']}/gh-pages/{pages_prefix(props['arch'])}", outs=outs)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self._apply(news))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        if _unknown(news):
+            return DiffResult(changes=True)
+        replaces = [k for k in ("arch", "repo", "api_url") if olds.get(k) != news.get(k)]
+        if replaces:
+            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        with _client(news) as client:
+            desired = _publisher(news, client).desired
+        want = {path: git_blob_sha(data) for path, data in desired.items()}
+        return DiffResult(changes=want != (olds.get("files") or {}), stables=["pages_url"])
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: the arch's folder as gh-pages holds it now (an edited page shows as drift)."""
+        with _client(props) as client:
+            _head, _tree, files = remote_pages(client, props["arch"])
+        return ReadResult(id_=id_, outs={**props, "files": files})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        """One commit removing this arch's folder; other arches' folders stay."""
+        with _client(props) as client:
+            tag = release_tag(props["arch"], props.get("rocm_version") or DEFAULT_ROCM_VERSION)
+            commit_pages(client, props["arch"], tag, {})
+
+
+class ReleaseAssets(pulumi.dynamic.Resource):
+    tag: pulumi.Output[str]
+    release_id: pulumi.Output[int]
+    assets: pulumi.Output[list[dict[str, Any]]]
+    asset_count: pulumi.Output[int]
+    wheel_url: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+        outs = {"tag": None, "release_id": None, "assets": None, "asset_count": None, "wheel_url": None}
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["token"]))
+        super().__init__(ReleaseAssetsProvider(), name, {**props, **outs}, opts)
+
+
+class PagesIndex(pulumi.dynamic.Resource):
+    files: pulumi.Output[dict[str, str]]
+    commit: pulumi.Output[str | None]
+    pages_url: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["token"]))
+        super().__init__(PagesIndexProvider(), name, {**props, "files": None, "commit": None, "pages_url": None}, opts)
+
+
+class PublishedIndex(pulumi.ComponentResource):
+    """One arch published: ``pulumi_github.Release`` + ``ReleaseAssets`` + ``PagesIndex``.
+
+    ``depends_on_digest`` should be the WheelIndex's ``index_sha256`` output,
+    so publishing waits for (and re-diffs on) the index this program built.
+    Outputs: ``release_tag``, ``asset_count``, ``pages_url``.
+    """
+
+    release_tag: pulumi.Output[str]
+    asset_count: pulumi.Output[int]
+    pages_url: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        arch: str,
+        dist: str,
+        repo: str,
+        rocm_version: str,
+        api_url: str,
+        token: "pulumi.Input[str]",
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        depends_on_digest: "pulumi.Input[str] | None" = None,
+        endpoints: GitHubEndpoints | None = None,
+    ) -> None:
+        super().__init__("rocm-bake:publish:PublishedIndex", name, None, opts)
+        validate_arch(arch)
+        if repo.count("/") != 1:
+            raise RocmBakeError(f"rocm-bake:githubRepo {repo!r}: expected OWNER/NAME")
+        owner, repo_name = repo.split("/")
+        ends = (endpoints or GitHubEndpoints()).model_copy(update={"api_url": api_url})
+        tag = release_tag(arch, rocm_version)
+        secret = pulumi.Output.secret(token)
+        child = pulumi.ResourceOptions(parent=self)
+        provider = github.Provider(f"{name}-github", owner=owner, token=secret,
+                                   base_url=api_url.rstrip("/") + "/", opts=child)
+        release = github.Release(
+            f"{name}-release", repository=repo_name, tag_name=tag, name=f"Wheels for {arch} (ROCm {rocm_version})",
+            body=f"Wheels for {arch} only; install through the index at data/wheels/{arch}/.",
+            draft=False, prerelease=False, opts=pulumi.ResourceOptions(parent=self, provider=provider),
+        )
+        props = {"arch": arch, "dist": str(dist), "repo": repo, "rocm_version": rocm_version,
+                 "api_url": ends.api_url, "uploads_url": ends.uploads_url, "web_url": ends.web_url,
+                 "pages_url": ends.pages_url, "token": secret, "depends_on_digest": depends_on_digest}
+        assets = ReleaseAssets(f"{name}-assets", props, pulumi.ResourceOptions(parent=self, depends_on=[release]))
+        pages = PagesIndex(f"{name}-pages", {**props, "depends_on_digest": assets.asset_count.apply(str)},
+                           pulumi.ResourceOptions(parent=self, depends_on=[assets]))
+        self.release = release
+        self.assets = assets
+        self.pages = pages
+        self.release_tag = release.tag_name
+        self.asset_count = assets.asset_count
+        self.pages_url = pages.pages_url
+        self.register_outputs({"release_tag": self.release_tag, "asset_count": self.asset_count,
+                               "pages_url": self.pages_url})
+
+
+def declare_publish(config: Any, depends_on_digest: "pulumi.Input[str] | None" = None) -> dict[str, Any]:
+    """Declare publishing for a per-arch stack when ``rocm-bake:publish`` is true; nothing otherwise.
+
+    Token: ``rocm-bake:githubToken`` (a secret) or ``GITHUB_TOKEN``; absent is a
+    clear error at declaration, before anything is created.
+    """
+    if not config.publish:
+        return {"publish": "not declared: rocm-bake:publish is false (publishing is a separate decision)"}
+    if config.is_fat:
+        return {"publish": "not declared: fat build (the per-arch stacks publish the per-arch indexes)"}
+    token = config.github_token or os.environ.get("GITHUB_TOKEN")
+    if not token:
+        raise RocmBakeError(f"stack {config.stack}: rocm-bake:publish is true but there is no GitHub token; "
+                            "run `pulumi config set --secret rocm-bake:githubToken …` or set GITHUB_TOKEN")
+    (arch,) = config.arches
+    published = PublishedIndex(f"publish-{arch}", arch, config.dist, config.github_repo, config.rocm_version,
+                               config.github_api_url, token, depends_on_digest=depends_on_digest)
+    return {"release_tag": published.release_tag, "asset_count": published.asset_count,
+            "pages_url": published.pages_url}

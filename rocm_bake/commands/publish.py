@@ -1,0 +1,53 @@
+"""``rocm-bake publish``: one arch's index to a GitHub release + gh-pages (a separate decision from building)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rocm_bake.github_client import GitHubEndpoints
+from rocm_bake.publish import publish
+from rocm_bake.versions import DEFAULT_ROCM_VERSION
+
+DEFAULTS = GitHubEndpoints()
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "publish", help="publish DIST/index/<arch>/: wheels to a per-arch release, index HTML to gh-pages",
+        description="Publish what `rocm-bake index build` wrote (it never fetches again). "
+                    "The token comes from GITHUB_TOKEN and is never printed.",
+    )
+    parser.add_argument("--arch", required=True, help="the index's architecture, e.g. gfx950")
+    parser.add_argument("--dist", required=True, type=Path, help="DIST holding index/<arch>/")
+    parser.add_argument("--repo", required=True, help="OWNER/NAME of the GitHub repository")
+    parser.add_argument("--rocm-version", default=DEFAULT_ROCM_VERSION,
+                        help=f"ROCm version in the release tag wheels-<arch>-rocm<v> (default {DEFAULT_ROCM_VERSION})")
+    parser.add_argument("--api-url", default=DEFAULTS.api_url, help=f"REST API base (default {DEFAULTS.api_url})")
+    parser.add_argument("--uploads-url", default=DEFAULTS.uploads_url,
+                        help=f"release asset upload host (default {DEFAULTS.uploads_url})")
+    parser.add_argument("--web-url", default=DEFAULTS.web_url,
+                        help=f"release download host the index hrefs point at (default {DEFAULTS.web_url})")
+    parser.add_argument("--pages-url", default=DEFAULTS.pages_url,
+                        help="GitHub Pages base, {owner}/{repo} filled in (default %(default)s)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    endpoints = GitHubEndpoints(api_url=args.api_url, uploads_url=args.uploads_url, web_url=args.web_url,
+                                pages_url=args.pages_url)
+    result = publish(args.arch, args.dist, args.repo, os.environ.get("GITHUB_TOKEN") or None,
+                     rocm_version=args.rocm_version, endpoints=endpoints, dry_run=args.dry_run)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    print(("dry run: nothing changed\n" if result.dry_run else "") + result.plan.text())
+    if not result.dry_run:
+        commit = result.pages_commit or "none (unchanged)"
+        print(f"done: {result.uploads} uploaded, {result.deletes} deleted, gh-pages commit {commit}")
+        print(f'install: pip install --index-url {result.plan.pages_url} '
+              f'--extra-index-url https://pypi.org/simple "rocm-torch[device-{args.arch}]"')
+    return 0

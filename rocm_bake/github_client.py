@@ -1,0 +1,384 @@
+"""A small GitHub REST client for publishing: releases, release assets, Git Data API.
+
+Plain httpx rather than githubkit: githubkit 0.16.1 as installed does not
+import (it needs a hishel older than the 2.0 that is installed), and
+publishing needs only a dozen endpoints, three configurable bases (API,
+uploads host, web/download host) and retry behaviour we control. Every
+endpoint follows GitHub's documented contract (REST API version 2022-11-28):
+
+* Uploads go to the uploads host, ``POST /repos/{o}/{r}/releases/{id}/assets?name=``
+  with the raw bytes, ``Content-Type`` and ``Content-Length``; a duplicate
+  name is ``422`` with ``errors[].code == "already_exists"``; "When an
+  upstream failure occurs, you will receive a 502 Bad Gateway status. This
+  may leave an empty asset with a state of ``starter``."
+* Primary rate limit: ``403``/``429`` with ``x-ratelimit-remaining: 0`` — wait
+  until ``x-ratelimit-reset`` (epoch seconds). Secondary: ``retry-after``
+  seconds, or at least a minute when neither header is sent.
+* ``5xx`` and dropped connections are retried with exponential backoff, then
+  a clear error naming the request.
+
+The token is sent only as ``Authorization: Bearer``; it never appears in an
+error message, a repr, or a log line.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from rocm_bake.errors import RocmBakeError
+
+API_VERSION = "2022-11-28"
+#: "Each file included in a release must be under 2 GiB."
+MAX_ASSET_BYTES = 2 * 1024**3
+#: "Each release can have up to 1000 assets."
+MAX_RELEASE_ASSETS = 1000
+#: GitHub refuses any file over 100 MB in git.
+MAX_GIT_BLOB_BYTES = 100 * 1024**2
+#: A secondary limit without headers: "wait for at least one minute".
+SECONDARY_DEFAULT_WAIT = 60.0
+UPLOAD_CHUNK = 1 << 20
+
+
+class GitHubEndpoints(BaseModel):
+    """Where each part of GitHub lives; all four are configurable so a loopback fake can stand in."""
+
+    api_url: str = "https://api.github.com"
+    uploads_url: str = "https://uploads.github.com"
+    web_url: str = "https://github.com"
+    #: ``{owner}``/``{repo}`` are filled in; GitHub Pages for a project repo.
+    pages_url: str = "https://{owner}.github.io/{repo}"
+
+    def download_base(self, repo: str, tag: str) -> str:
+        """A release's asset download prefix (what the gh-pages index hrefs point at)."""
+        return f"{self.web_url.rstrip('/')}/{repo}/releases/download/{quote(tag)}/"
+
+    def pages_base(self, repo: str) -> str:
+        owner, name = repo.split("/", 1)
+        return self.pages_url.format(owner=owner, repo=name).rstrip("/") + "/"
+
+
+class Asset(BaseModel):
+    id: int
+    name: str
+    size: int
+    state: str = "uploaded"
+    label: str | None = None
+    #: ``sha256:<hex>``; GitHub computes it for assets uploaded since mid-2025.
+    digest: str | None = None
+    browser_download_url: str | None = None
+
+    @property
+    def sha256(self) -> str | None:
+        if self.digest and self.digest.startswith("sha256:"):
+            return self.digest.removeprefix("sha256:")
+        return None
+
+
+class Release(BaseModel):
+    id: int
+    tag_name: str
+    name: str | None = None
+    draft: bool = False
+    upload_url: str | None = None
+    html_url: str | None = None
+
+
+class TreeEntry(BaseModel):
+    path: str
+    mode: str
+    type: str
+    sha: str
+    size: int | None = None
+
+
+class GitHubHTTPError(RocmBakeError):
+    """A GitHub answer we do not retry; carries the status and the parsed error codes."""
+
+    def __init__(self, message: str, status: int, codes: list[str]) -> None:
+        super().__init__(message)
+        self.status = status
+        self.codes = codes
+
+
+@dataclass
+class Counters:
+    """What a client actually did, so tests and reports can say "zero uploads"."""
+
+    requests: int = 0
+    uploads: int = 0
+    deletes: int = 0
+    blobs: int = 0
+    commits: int = 0
+    ref_updates: int = 0
+    releases_created: int = 0
+    waits: list[float] = field(default_factory=list)
+
+
+def _error_codes(response: httpx.Response) -> tuple[str, list[str]]:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200], []
+    if not isinstance(body, dict):
+        return str(body)[:200], []
+    codes = [e.get("code", "") for e in body.get("errors", []) if isinstance(e, dict)]
+    return str(body.get("message", ""))[:200], codes
+
+
+class GitHubClient:
+    """One repository's REST client with rate-limit waits and 5xx backoff.
+
+    ``sleep`` and ``clock`` are injectable so tests exercise real waits
+    without spending them.
+    """
+
+    def __init__(
+        self,
+        repo: str,
+        token: str | None,
+        endpoints: GitHubEndpoints | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        max_attempts: int = 5,
+        backoff: float = 1.0,
+        max_wait: float = 3600.0,
+        timeout: float = 300.0,
+    ) -> None:
+        if repo.count("/") != 1 or not all(repo.split("/")):
+            raise RocmBakeError(f"GitHub repo {repo!r}: expected OWNER/NAME")
+        self.repo = repo
+        self.endpoints = endpoints or GitHubEndpoints()
+        self.sleep, self.clock = sleep, clock
+        self.max_attempts, self.backoff, self.max_wait = max_attempts, backoff, max_wait
+        self.counters = Counters()
+        self._has_token = bool(token)
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
+                   "User-Agent": "rocm-bake"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(headers=headers, timeout=timeout, follow_redirects=False)
+
+    def __repr__(self) -> str:  # never the token
+        return f"GitHubClient({self.repo!r}, api={self.endpoints.api_url!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "GitHubClient":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ transport
+
+    def api(self, path: str) -> str:
+        return f"{self.endpoints.api_url.rstrip('/')}/repos/{self.repo}{path}"
+
+    def _rate_limit_wait(self, response: httpx.Response) -> float | None:
+        """Seconds to wait for a rate-limited answer, or None when it is not one."""
+        if response.status_code not in (403, 429):
+            return None
+        headers = response.headers
+        if headers.get("retry-after"):
+            try:
+                return max(0.0, float(headers["retry-after"]))
+            except ValueError:
+                return SECONDARY_DEFAULT_WAIT
+        if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
+            try:
+                return max(0.0, float(headers["x-ratelimit-reset"]) - self.clock()) + 1.0
+            except ValueError:
+                return SECONDARY_DEFAULT_WAIT
+        message, _ = _error_codes(response)
+        if response.status_code == 429 or "rate limit" in message.lower():
+            return SECONDARY_DEFAULT_WAIT
+        return None  # a plain 403: permissions, not a limit
+
+    def _wait(self, seconds: float, what: str) -> None:
+        if seconds > self.max_wait:
+            raise RocmBakeError(
+                f"GitHub {what}: rate limited for {seconds:.0f} s, more than the {self.max_wait:.0f} s "
+                f"this run will wait; try again later"
+            )
+        self.counters.waits.append(seconds)
+        self.sleep(seconds)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        content: Callable[[], Iterator[bytes]] | None = None,
+        headers: dict[str, str] | None = None,
+        ok: tuple[int, ...] = (200,),
+        retry_5xx: bool = True,
+    ) -> httpx.Response:
+        """Send one request; wait out rate limits, back off on 5xx; raise on anything else not ``ok``.
+
+        ``content`` is a factory so a retry re-reads the body from the start.
+        """
+        what = f"{method} {url.split('?')[0]}"
+        failures = 0
+        while True:
+            self.counters.requests += 1
+            try:
+                response = self._http.request(
+                    method, url, json=json, params=params, headers=headers,
+                    content=content() if content is not None else None,
+                )
+            except httpx.TransportError as exc:
+                failures += 1
+                if not retry_5xx:
+                    raise GitHubHTTPError(f"GitHub {what}: {type(exc).__name__}: {exc}", 0, []) from None
+                if failures >= self.max_attempts:
+                    raise RocmBakeError(f"GitHub {what}: {type(exc).__name__} after {failures} attempts: {exc}") from None
+                self.sleep(self.backoff * 2 ** (failures - 1))
+                continue
+            if response.status_code in ok:
+                return response
+            wait = self._rate_limit_wait(response)
+            if wait is not None:
+                failures += 1
+                if failures >= self.max_attempts * 2:
+                    raise RocmBakeError(f"GitHub {what}: still rate limited after {failures} attempts")
+                self._wait(wait, what)
+                continue
+            if response.status_code >= 500 and retry_5xx:
+                failures += 1
+                if failures >= self.max_attempts:
+                    raise RocmBakeError(
+                        f"GitHub {what}: HTTP {response.status_code} after {failures} attempts; "
+                        f"GitHub may be degraded, try again later"
+                    )
+                self.sleep(self.backoff * 2 ** (failures - 1))
+                continue
+            raise self._http_error(what, response)
+
+    def _http_error(self, what: str, response: httpx.Response) -> GitHubHTTPError:
+        message, codes = _error_codes(response)
+        status = response.status_code
+        if status == 401:
+            hint = ("GITHUB_TOKEN was rejected (bad or expired credentials)" if self._has_token
+                    else "no token was given; set GITHUB_TOKEN")
+            text = f"GitHub {what}: 401 {message or 'Requires authentication'}: {hint}"
+        elif status in (403, 404) and self._has_token and what.startswith(("POST", "PATCH", "DELETE")):
+            text = (f"GitHub {what}: {status} {message}: the token needs contents:write on {self.repo}")
+        else:
+            text = f"GitHub {what}: {status} {message}" + (f" ({', '.join(codes)})" if codes else "")
+        return GitHubHTTPError(text, status, codes)
+
+    def _paged(self, url: str) -> Iterator[Any]:
+        params: dict[str, Any] | None = {"per_page": 100}
+        next_url: str | None = url
+        while next_url:
+            response = self.request("GET", next_url, params=params)
+            yield from response.json()
+            next_url = response.links.get("next", {}).get("url")
+            params = None  # the Link URL carries them
+
+    # ------------------------------------------------------------ releases
+
+    def get_release_by_tag(self, tag: str) -> Release | None:
+        try:
+            return Release.model_validate(self.request("GET", self.api(f"/releases/tags/{quote(tag)}")).json())
+        except GitHubHTTPError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create_release(self, tag: str, name: str, body: str) -> Release:
+        response = self.request(
+            "POST", self.api("/releases"), ok=(201,),
+            json={"tag_name": tag, "name": name, "body": body, "draft": False, "prerelease": False},
+        )
+        self.counters.releases_created += 1
+        return Release.model_validate(response.json())
+
+    def list_assets(self, release_id: int) -> list[Asset]:
+        return [Asset.model_validate(a) for a in self._paged(self.api(f"/releases/{release_id}/assets"))]
+
+    def delete_asset(self, asset_id: int) -> None:
+        try:
+            self.request("DELETE", self.api(f"/releases/assets/{asset_id}"), ok=(204,))
+        except GitHubHTTPError as exc:
+            if exc.status != 404:  # already gone is what we wanted
+                raise
+        self.counters.deletes += 1
+
+    def upload_asset(self, release_id: int, name: str, path: Path,
+                     content_type: str = "application/octet-stream") -> Asset:
+        """One upload attempt, streamed from disk (5xx is the caller's to handle: it may leave a ``starter``)."""
+        size = path.stat().st_size
+
+        def body() -> Iterator[bytes]:
+            with open(path, "rb") as handle:
+                while chunk := handle.read(UPLOAD_CHUNK):
+                    yield chunk
+
+        url = f"{self.endpoints.uploads_url.rstrip('/')}/repos/{self.repo}/releases/{release_id}/assets"
+        response = self.request(
+            "POST", f"{url}?name={quote(name)}", content=body, ok=(201,), retry_5xx=False,
+            headers={"Content-Type": content_type, "Content-Length": str(size)},
+        )
+        self.counters.uploads += 1
+        return Asset.model_validate(response.json())
+
+    # ------------------------------------------------------------ git data
+
+    def get_branch_head(self, branch: str) -> str | None:
+        try:
+            return self.request("GET", self.api(f"/git/ref/heads/{branch}")).json()["object"]["sha"]
+        except GitHubHTTPError as exc:
+            if exc.status in (404, 409):  # 409: the repository is empty
+                return None
+            raise
+
+    def get_commit_tree(self, commit_sha: str) -> str:
+        return self.request("GET", self.api(f"/git/commits/{commit_sha}")).json()["tree"]["sha"]
+
+    def get_tree(self, tree_sha: str) -> list[TreeEntry]:
+        body = self.request("GET", self.api(f"/git/trees/{tree_sha}"), params={"recursive": "1"}).json()
+        if body.get("truncated"):
+            raise RocmBakeError(f"GitHub tree {tree_sha} of {self.repo} is too large to list recursively")
+        return [TreeEntry.model_validate(e) for e in body["tree"]]
+
+    def create_blob(self, data: bytes) -> str:
+        if len(data) > MAX_GIT_BLOB_BYTES:
+            raise RocmBakeError(f"refusing a {len(data)} byte blob: GitHub refuses files over 100 MB in git")
+        response = self.request("POST", self.api("/git/blobs"), ok=(201,),
+                                json={"content": base64.b64encode(data).decode(), "encoding": "base64"})
+        self.counters.blobs += 1
+        return response.json()["sha"]
+
+    def create_tree(self, base_tree: str | None, entries: list[dict[str, Any]]) -> str:
+        body: dict[str, Any] = {"tree": entries}
+        if base_tree:
+            body["base_tree"] = base_tree
+        return self.request("POST", self.api("/git/trees"), ok=(201,), json=body).json()["sha"]
+
+    def create_commit(self, message: str, tree: str, parents: list[str]) -> str:
+        response = self.request("POST", self.api("/git/commits"), ok=(201,),
+                                json={"message": message, "tree": tree, "parents": parents})
+        self.counters.commits += 1
+        return response.json()["sha"]
+
+    def set_branch(self, branch: str, sha: str, exists: bool) -> None:
+        """Fast-forward ``branch`` (never forced: a concurrent writer makes this fail, not vanish)."""
+        if exists:
+            self.request("PATCH", self.api(f"/git/refs/heads/{branch}"), json={"sha": sha, "force": False})
+        else:
+            self.request("POST", self.api("/git/refs"), ok=(201,), json={"ref": f"refs/heads/{branch}", "sha": sha})
+        self.counters.ref_updates += 1

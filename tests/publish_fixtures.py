@@ -1,0 +1,44 @@
+"""Fixtures for publish tests: a started FakeGitHub, built per-arch indexes, clients that never really sleep."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rocm_bake.github_client import GitHubClient
+from rocm_bake.index import IndexResult, build_index
+from tests.fake_github import FakeGitHub
+from tests.index_fixtures import arch_wheel_set
+
+
+@pytest.fixture
+def gh() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as fake:
+        yield fake
+
+
+class Sleeps(list):
+    """An injectable ``sleep`` that records instead of waiting."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def make_client(gh: FakeGitHub, token: str | None = "default", sleeps: Sleeps | None = None, **kw) -> GitHubClient:
+    return GitHubClient(gh.full_name, gh.state.token if token == "default" else token, gh.endpoints(),
+                        sleep=sleeps if sleeps is not None else Sleeps(), **kw)
+
+
+def build_arch_index(tmp: Path, arch: str, names: list[str] | None = None) -> IndexResult:
+    """Real wheels for ``arch`` under ``tmp/wheels/<arch>``, indexed into ``tmp/dist``."""
+    wheels = tmp / "wheels" / arch
+    arch_wheel_set(wheels, arch, names)
+    return build_index(arch, wheels, tmp / "dist")
+
+
+@pytest.fixture
+def dist(tmp_path: Path) -> Path:
+    build_arch_index(tmp_path, "gfx950", ["torch", "triton", "nixl"])
+    return tmp_path / "dist"

@@ -1,0 +1,339 @@
+"""Publishing one arch's index to the loopback GitHub: idempotence, faults, limits, and a real pip install."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocm_bake.cli import main
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.publish import Publisher, git_blob_sha, publish, release_tag
+from tests.fake_github import FakeGitHub
+from tests.index_fixtures import NATIVE_TAG, ROCM, GIT, make_wheel, device_files
+from tests.publish_fixtures import Sleeps, build_arch_index, dist, gh, make_client  # noqa: F401 - fixtures
+
+ARCH = "gfx950"
+TAG = release_tag(ARCH)
+TORCH = f"torch-2.15.0a0+{GIT}.{ROCM}-{NATIVE_TAG}.whl"
+
+
+def run(gh: FakeGitHub, dist: Path, arch: str = ARCH, sleeps: Sleeps | None = None, dry_run: bool = False, **kw):
+    return Publisher(make_client(gh, sleeps=sleeps, **kw), arch, dist).run(dry_run=dry_run)
+
+
+def local_files(dist: Path, arch: str = ARCH) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (dist / "index" / arch / "files").iterdir()}
+
+
+def assert_release_matches(gh: FakeGitHub, dist: Path, arch: str = ARCH) -> None:
+    assets = gh.state.release_assets(release_tag(arch))
+    assert {n: a["data"] for n, a in assets.items()} == local_files(dist, arch)
+    assert all(a["state"] == "uploaded" for a in assets.values())
+
+
+def writes(gh: FakeGitHub) -> list[tuple[str, str, int]]:
+    return [r for r in gh.state.log if r[0] in ("POST", "PATCH", "DELETE")]
+
+
+def rebuild_torch(tmp: Path, arch: str = ARCH, payload: bytes = b"rebuilt") -> None:
+    """Same torch filename, different bytes: what a new build of the same version looks like."""
+    wheels = tmp / "wheels" / arch
+    (wheels / TORCH).unlink()
+    make_wheel(wheels, "torch", f"2.15.0a0+{GIT}.{ROCM}", [f"triton==3.6.0+{GIT}.{ROCM}"],
+               {**device_files("torch", arch), "torch/_arch.py": f"BUILT_FOR = {arch!r}\n".encode(),
+                "torch/extra.bin": payload}, tag=NATIVE_TAG, requires_python=">=3.10")
+    from rocm_bake.index import build_index
+
+    build_index(arch, wheels, tmp / "dist")
+
+
+# ------------------------------------------------------------------ idempotence
+
+
+def test_first_publish_creates_release_uploads_and_one_commit(gh: FakeGitHub, dist: Path) -> None:
+    result = run(gh, dist)
+    assert_release_matches(gh, dist)
+    assert result.uploads == len(local_files(dist)) == 8 and result.commits == 1 and result.deletes == 0
+    assert gh.state.release_by_tag(TAG)["draft"] is False
+    pages = gh.state.branch_files()
+    assert sorted(pages) == sorted(f"data/wheels/{ARCH}/{p}" for p in
+                                   ["index.html", "nixl/index.html", "rocm-torch/index.html", "torch/index.html",
+                                    "triton/index.html"])
+    assert gh.state.commit_count() == 1
+    torch_page = pages[f"data/wheels/{ARCH}/torch/index.html"].decode()
+    sha = hashlib.sha256(local_files(dist)[TORCH]).hexdigest()
+    assert f'href="{gh.web_url}/octo/rocm-bake/releases/download/{TAG}/{TORCH.replace("+", "%2B")}#sha256={sha}"' in torch_page
+    assert result.pages_files == {p: git_blob_sha(d) for p, d in pages.items()}
+
+
+def test_second_identical_publish_changes_nothing(gh: FakeGitHub, dist: Path) -> None:
+    run(gh, dist)
+    head = gh.state.refs["refs/heads/gh-pages"]
+    gh.state.log.clear()
+    result = run(gh, dist)
+    assert (result.uploads, result.deletes, result.commits) == (0, 0, 0)
+    assert writes(gh) == []
+    assert gh.state.refs["refs/heads/gh-pages"] == head
+    assert result.plan.count("keep") == 8
+
+
+def test_changed_wheel_replaces_just_that_asset(gh: FakeGitHub, dist: Path, tmp_path: Path) -> None:
+    run(gh, dist)
+    before = {n: a["id"] for n, a in gh.state.release_assets(TAG).items()}
+    rebuild_torch(tmp_path)
+    result = run(gh, dist)
+    assert [(a.name, a.action) for a in result.plan.assets if a.action != "keep"] == [(TORCH, "replace")]
+    assert (result.uploads, result.deletes, result.commits) == (1, 1, 1)
+    after = {n: a["id"] for n, a in gh.state.release_assets(TAG).items()}
+    assert {n for n in after if after[n] != before[n]} == {TORCH}
+    assert_release_matches(gh, dist)
+    assert result.plan.pages.changed == [f"data/wheels/{ARCH}/torch/index.html"]
+    assert gh.state.commit_count() == 2
+
+
+def test_removed_wheel_deletes_its_assets(gh: FakeGitHub, tmp_path: Path) -> None:
+    build_arch_index(tmp_path, ARCH, ["torch", "triton", "nixl"])
+    dist = tmp_path / "dist"
+    run(gh, dist)
+    (tmp_path / "wheels" / ARCH / "nixl-0.7.0-py3-none-any.whl").unlink()
+    from rocm_bake.index import build_index
+
+    build_index(ARCH, tmp_path / "wheels" / ARCH, dist)
+    result = run(gh, dist)
+    deleted = sorted(a.name for a in result.plan.assets if a.action == "delete")
+    assert "nixl-0.7.0-py3-none-any.whl" in deleted and "nixl-0.7.0-py3-none-any.whl.metadata" in deleted
+    assert_release_matches(gh, dist)
+    assert f"data/wheels/{ARCH}/nixl/index.html" not in gh.state.branch_files()
+    assert result.commits == 1
+
+
+def test_two_arches_publish_side_by_side(gh: FakeGitHub, tmp_path: Path) -> None:
+    build_arch_index(tmp_path, "gfx950", ["torch", "triton"])
+    build_arch_index(tmp_path, "gfx1201", ["torch", "triton"])
+    dist = tmp_path / "dist"
+    run(gh, dist, "gfx950")
+    run(gh, dist, "gfx1201")
+    a, b = gh.state.release_assets(release_tag("gfx950")), gh.state.release_assets(release_tag("gfx1201"))
+    assert TORCH in a and TORCH in b and a[TORCH]["digest"] != b[TORCH]["digest"]
+    assert_release_matches(gh, dist, "gfx950")
+    assert_release_matches(gh, dist, "gfx1201")
+    gfx950_pages = {p: d for p, d in gh.state.branch_files().items() if p.startswith("data/wheels/gfx950/")}
+    rebuild_torch(tmp_path, "gfx1201")
+    result = run(gh, dist, "gfx1201")
+    assert result.uploads == 1 and result.commits == 1
+    assert gh.state.release_assets(release_tag("gfx950")) == a  # untouched
+    assert {p: d for p, d in gh.state.branch_files().items() if p.startswith("data/wheels/gfx950/")} == gfx950_pages
+
+
+# ---------------------------------------------------------------------- faults
+
+
+def test_duplicate_422_from_a_concurrent_identical_upload_is_not_an_error(gh: FakeGitHub, dist: Path) -> None:
+    client = make_client(gh)
+    publisher = Publisher(client, ARCH, dist)
+    plan, release = publisher.plan()
+    assert release is None
+    release = client.create_release(TAG, "n", "b")
+    other = make_client(gh)
+    other.upload_asset(release.id, TORCH, dist / "index" / ARCH / "files" / TORCH)  # lands between plan and apply
+    publisher.apply_assets(plan.model_copy(update={"release_exists": False}), release)
+    assert_release_matches(gh, dist)
+    assert any(s == 422 for _m, p, s in gh.state.log if "name=torch" in p)
+
+
+def test_duplicate_422_with_different_bytes_is_replaced(gh: FakeGitHub, dist: Path, tmp_path: Path) -> None:
+    client = make_client(gh)
+    publisher = Publisher(client, ARCH, dist)
+    plan, _ = publisher.plan()
+    release = client.create_release(TAG, "n", "b")
+    wrong = tmp_path / "wrong"
+    wrong.write_bytes(b"not the wheel")
+    client.upload_asset(release.id, TORCH, wrong)
+    publisher.apply_assets(plan, release)
+    assert_release_matches(gh, dist)
+
+
+def test_rate_limits_during_publish_are_waited_out(gh: FakeGitHub, dist: Path) -> None:
+    gh.inject_secondary_rate_limit("POST", r"/assets$", retry_after=9)
+    gh.inject_primary_rate_limit("POST", r"/git/blobs", reset_in=40)
+    sleeps = Sleeps()
+    run(gh, dist, sleeps=sleeps)
+    assert 9.0 in sleeps and any(38 <= s <= 42 for s in sleeps), sleeps
+    assert_release_matches(gh, dist)
+    assert gh.state.commit_count() == 1
+
+
+def test_upload_502_mid_body_leaves_starter_which_is_cleaned_and_retried(gh: FakeGitHub, dist: Path) -> None:
+    gh.inject("POST", r"/assets$", 502, times=2, partial_upload=True)
+    sleeps = Sleeps()
+    run(gh, dist, sleeps=sleeps)
+    assert_release_matches(gh, dist)
+    assert len(sleeps) == 2
+
+
+def test_interrupted_publish_is_completed_by_the_next_run(gh: FakeGitHub, dist: Path) -> None:
+    run(gh, dist)  # published once; then every asset vanishes and each re-upload dies mid-body ...
+    gh.state.assets.clear()
+    gh.inject("POST", r"/assets$", 502, times=100, partial_upload=True)
+    with pytest.raises(RocmBakeError, match=r"upload of .* failed 3 times.*run publish again"):
+        run(gh, dist, sleeps=Sleeps(), max_attempts=3)
+    assert all(a["state"] == "starter" for a in gh.state.assets.values())
+    gh.state.faults.clear()
+    # ... and the next one finishes it without a new commit (the pages never changed).
+    result = run(gh, dist)
+    assert_release_matches(gh, dist)
+    assert result.commits == 0 and result.uploads == 8
+
+
+def test_persistent_5xx_on_git_api_is_a_clear_error_then_recovers(gh: FakeGitHub, dist: Path) -> None:
+    gh.inject("POST", r"/git/blobs", 500, times=100)
+    sleeps = Sleeps()
+    with pytest.raises(RocmBakeError, match=r"POST .*/git/blobs: HTTP 500 after 5 attempts"):
+        run(gh, dist, sleeps=sleeps)
+    assert sleeps == [1.0, 2.0, 4.0, 8.0]
+    assert "refs/heads/gh-pages" not in gh.state.refs  # readers never see half an index
+    gh.state.faults.clear()
+    result = run(gh, dist)
+    assert result.uploads == 0 and result.commits == 1
+    assert gh.state.commit_count() == 1
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_file_over_2gib_refused_before_any_request(gh: FakeGitHub, dist: Path) -> None:
+    big = dist / "index" / ARCH / "files" / "big-1.0-py3-none-any.whl"
+    with open(big, "wb") as handle:
+        handle.truncate(2 * 1024**3)  # sparse: costs nothing on disk
+    with pytest.raises(RocmBakeError, match=r"big-1.0-py3-none-any.whl \(2147483648 bytes\).*under 2 GiB"):
+        run(gh, dist)
+    assert gh.state.log == []
+
+
+def test_names_github_would_merge_are_refused(gh: FakeGitHub, dist: Path) -> None:
+    files = dist / "index" / ARCH / "files"
+    (files / "NIXL-0.7.0-py3-none-any.whl").write_bytes((files / "nixl-0.7.0-py3-none-any.whl").read_bytes())
+    with pytest.raises(RocmBakeError, match="two assets with the same name"):
+        run(gh, dist)
+    assert gh.state.log == []
+
+
+def test_stale_index_refused(gh: FakeGitHub, dist: Path) -> None:
+    page = dist / "index" / ARCH / "torch" / "index.html"
+    page.write_bytes(page.read_bytes().replace(b"sha256=", b"sha256=0", 1))
+    with pytest.raises(RocmBakeError, match="stale or edited index"):
+        run(gh, dist)
+    assert gh.state.log == []
+
+
+def test_missing_index_is_a_clear_error(gh: FakeGitHub, tmp_path: Path) -> None:
+    with pytest.raises(RocmBakeError, match="run `rocm-bake index build --arch gfx950` first"):
+        run(gh, tmp_path)
+
+
+def test_bad_token_is_a_clear_error_and_changes_nothing(gh: FakeGitHub, dist: Path) -> None:
+    with pytest.raises(RocmBakeError, match="401 Bad credentials: GITHUB_TOKEN was rejected"):
+        run(gh, dist, token="ghp_nope")
+    assert gh.state.releases == {} and gh.state.assets == {} and "refs/heads/gh-pages" not in gh.state.refs
+
+
+def test_token_absent_is_a_clear_error(gh: FakeGitHub, dist: Path) -> None:
+    with pytest.raises(RocmBakeError, match="set GITHUB_TOKEN"):
+        publish(ARCH, dist, gh.full_name, None, endpoints=gh.endpoints())
+    assert gh.state.log == []
+
+
+def test_dry_run_changes_nothing(gh: FakeGitHub, dist: Path, tmp_path: Path) -> None:
+    run(gh, dist)
+    rebuild_torch(tmp_path)
+    assets = {n: dict(a) for n, a in gh.state.release_assets(TAG).items()}
+    head = gh.state.refs["refs/heads/gh-pages"]
+    gh.state.log.clear()
+    result = publish(ARCH, dist, gh.full_name, None, endpoints=gh.endpoints(), dry_run=True)  # anonymous reads
+    assert result.dry_run and [(a.name, a.action) for a in result.plan.assets if a.action != "keep"] == [(TORCH, "replace")]
+    assert result.plan.pages.changed == [f"data/wheels/{ARCH}/torch/index.html"]
+    assert writes(gh) == [] and gh.state.refs["refs/heads/gh-pages"] == head
+    assert {n: dict(a) for n, a in gh.state.release_assets(TAG).items()} == assets
+
+
+# --------------------------------------------------------------------- CLI
+
+
+def _cli(args: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch) -> tuple[int, str, str]:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_publish_dry_run_then_real(gh: FakeGitHub, dist: Path, capsys, monkeypatch) -> None:
+    e = gh.endpoints()
+    base = ["publish", "--arch", ARCH, "--dist", str(dist), "--repo", gh.full_name, "--api-url", e.api_url,
+            "--uploads-url", e.uploads_url, "--web-url", e.web_url, "--pages-url", e.pages_url]
+    code, out, err = _cli(base, {}, capsys, monkeypatch)
+    assert code == 2 and "set GITHUB_TOKEN" in err
+    code, out, _ = _cli(base + ["--dry-run"], {}, capsys, monkeypatch)
+    assert code == 0 and "dry run: nothing changed" in out and "8 upload" in out and gh.state.releases == {}
+    code, out, _ = _cli(base + ["--json"], {"GITHUB_TOKEN": gh.state.token}, capsys, monkeypatch)
+    body = json.loads(out)
+    assert code == 0 and body["uploads"] == 8 and body["commits"] == 1
+    assert gh.state.token not in out
+    code, out, _ = _cli(base, {"GITHUB_TOKEN": gh.state.token}, capsys, monkeypatch)
+    assert code == 0 and "0 uploaded, 0 deleted, gh-pages commit none (unchanged)" in out
+
+
+# -------------------------------------------------------------- end to end
+
+
+def test_pip_installs_from_published_pages_and_release_downloads(gh: FakeGitHub, tmp_path: Path) -> None:
+    build_arch_index(tmp_path, ARCH)
+    result = run(gh, tmp_path / "dist")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    gh.state.log.clear()
+    # no pip config at all: this machine's global constraints and extra indexes must not take part
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PIP_")}, "PIP_CONFIG_FILE": os.devnull}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--isolated", "--no-cache-dir",
+         "--disable-pip-version-check", "--index-url", result.plan.pages_url, f"rocm-torch[device-{ARCH}]"],
+        capture_output=True, text=True, env=env, timeout=180, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check = subprocess.run([str(py), "-I", "-c", "import torch._arch, amd_aiter._arch, vllm, nixl_rocm;"
+                            "print(torch._arch.BUILT_FOR, amd_aiter._arch.BUILT_FOR)"],
+                           capture_output=True, text=True, check=True)
+    assert check.stdout.split() == [ARCH, ARCH]
+    downloads = {unquote_name(p) for m, p, s in gh.state.log if m == "GET" and "/releases/download/" in p and s == 302}
+    assert TORCH in downloads and any(n.startswith("rocm_torch-") for n in downloads)
+    # every wheel came through the release (the pages host served only HTML)
+    assert all(p.endswith("/") or p.endswith(".html") for m, p, _s in gh.state.log if "/pages/" in p)
+
+    # pip checks each offsite asset against the page's #sha256=: same-size tampered bytes are refused
+    asset = gh.state.release_assets(TAG)[TORCH]
+    data = bytearray(asset["data"])
+    data[-30] ^= 0xFF
+    asset["data"] = bytes(data)
+    venv2 = tmp_path / "venv2"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv2)], check=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv2 / "bin" / "python"), "install", "--isolated",
+         "--no-cache-dir", "--index-url", result.plan.pages_url, f"rocm-torch[device-{ARCH}]"],
+        capture_output=True, text=True, env=env, timeout=180, cwd=tmp_path,
+    )
+    assert bad.returncode != 0 and "HASHES" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+
+
+def unquote_name(path: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(re.sub(r".*/releases/download/[^/]+/", "", path))

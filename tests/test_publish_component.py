@@ -1,0 +1,176 @@
+"""Publish providers as plain methods against the fake GitHub, and declarations under Pulumi mocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.publish import PagesIndexProvider, ReleaseAssetsProvider, declare_publish
+from rocm_bake.config import stack_config_from_mapping
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.publish import release_tag
+from tests.fake_github import FakeGitHub
+from tests.publish_fixtures import build_arch_index, dist, gh  # noqa: F401 - fixtures
+
+ARCH = "gfx950"
+
+
+def props(gh: FakeGitHub, dist: Path, **extra: Any) -> dict[str, Any]:
+    e = gh.endpoints()
+    return {"arch": ARCH, "dist": str(dist), "repo": gh.full_name, "rocm_version": "10.1.0", "api_url": e.api_url,
+            "uploads_url": e.uploads_url, "web_url": e.web_url, "pages_url": e.pages_url,
+            "token": gh.state.token, "depends_on_digest": "x", **extra}
+
+
+def test_release_assets_create_diff_refresh_repair_delete(gh: FakeGitHub, dist: Path) -> None:
+    provider = ReleaseAssetsProvider()
+    p = props(gh, dist)
+    gh.state.releases[99] = {"id": 99, "tag_name": release_tag(ARCH), "name": "n", "draft": False}  # the Release resource
+    created = provider.create(p)
+    assert created.outs["asset_count"] == 8 and created.outs["release_id"] == 99
+    assert len(gh.state.release_assets(release_tag(ARCH))) == 8
+
+    assert provider.diff(created.id, created.outs, p).changes is False  # preview: nothing to do
+    assert provider.diff(created.id, created.outs, {**p, "repo": "other/repo"}).replaces == ["repo"]
+
+    # someone deletes an asset by hand: refresh sees it, preview shows a change, up repairs it
+    victim = next(a for a in gh.state.assets.values() if a["name"].startswith("torch-"))
+    del gh.state.assets[victim["id"]]
+    refreshed = provider.read(created.id, created.outs).outs
+    assert refreshed["asset_count"] == 7
+    assert provider.diff(created.id, refreshed, p).changes is True
+    updated = provider.update(created.id, refreshed, p)
+    assert victim["name"] in gh.state.release_assets(release_tag(ARCH))
+    assert provider.diff(created.id, provider.read(created.id, updated.outs).outs, p).changes is False
+
+    provider.delete(created.id, updated.outs)
+    assert gh.state.release_assets(release_tag(ARCH)) == {}
+
+
+def test_release_assets_drift_by_replaced_bytes(gh: FakeGitHub, dist: Path) -> None:
+    provider = ReleaseAssetsProvider()
+    p = props(gh, dist)
+    created = provider.create(p)  # creates the release itself when absent (CLI path)
+    asset = next(a for a in gh.state.assets.values() if a["name"].endswith(".metadata"))
+    asset["digest"] = "sha256:" + "0" * 64  # same name and size, other content
+    assert provider.diff(created.id, provider.read(created.id, created.outs).outs, p).changes is True
+
+
+def test_pages_index_create_diff_refresh_repair_delete(gh: FakeGitHub, tmp_path: Path) -> None:
+    build_arch_index(tmp_path, "gfx1201", ["nixl"])
+    build_arch_index(tmp_path, ARCH, ["torch", "triton"])
+    dist = tmp_path / "dist"
+    other = PagesIndexProvider().create(props(gh, dist, arch="gfx1201"))
+    provider = PagesIndexProvider()
+    p = props(gh, dist)
+    created = provider.create(p)
+    assert created.outs["commit"] == gh.state.refs["refs/heads/gh-pages"]
+    assert provider.diff(created.id, created.outs, p).changes is False
+
+    # a page edited by hand on gh-pages
+    head = gh.state.refs["refs/heads/gh-pages"]
+    files = gh.state.flatten(gh.state.commit_info(head)["tree"])
+    path = f"data/wheels/{ARCH}/torch/index.html"
+    files[path] = ("100644", gh.state.put("blob", b"<html>defaced</html>"))
+    gh.state.refs["refs/heads/gh-pages"] = gh.state.make_commit(gh.state.write_tree(files), [head], "hand edit")
+    refreshed = provider.read(created.id, created.outs).outs
+    assert provider.diff(created.id, refreshed, p).changes is True
+    provider.update(created.id, refreshed, p)
+    assert gh.state.branch_files()[path] != b"<html>defaced</html>"
+
+    provider.delete(created.id, created.outs)
+    left = gh.state.branch_files()
+    assert not any(k.startswith(f"data/wheels/{ARCH}/") for k in left)
+    assert set(other.outs["files"]) <= set(left)  # the other arch's folder is untouched
+
+
+# ------------------------------------------------------------------ mocks
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        self.resources.append(args)
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
+        return {}, None
+
+
+def declared(config: dict[str, str], monkeypatch: pytest.MonkeyPatch, stack: str = ARCH) -> tuple[list, dict]:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    mocks = Mocks()
+    pulumi.runtime.set_mocks(mocks, project="rocm-bake", stack=stack, preview=False)
+    seen: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program():
+        exports = declare_publish(stack_config_from_mapping(stack, config, "test"), depends_on_digest="sha")
+        outs = {k: v for k, v in exports.items() if isinstance(v, pulumi.Output)}
+        seen.update({k: v for k, v in exports.items() if not isinstance(v, pulumi.Output)})
+        if not outs:
+            return None
+        keys = list(outs)
+        return pulumi.Output.all(*outs.values()).apply(lambda vals: seen.update(dict(zip(keys, vals))))
+
+    program()
+    return mocks.resources, seen
+
+
+def test_publish_false_declares_no_github_resource(monkeypatch: pytest.MonkeyPatch) -> None:
+    resources, exports = declared({}, monkeypatch)
+    assert resources == [] and "publish is false" in exports["publish"]
+
+
+def test_publish_true_declares_release_assets_and_pages_for_that_arch(monkeypatch: pytest.MonkeyPatch) -> None:
+    resources, exports = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "ghp_secret_x",
+                                   "rocm-bake:githubRepo": "octo/rocm-bake"}, monkeypatch)
+    by_type = {}
+    for r in resources:
+        by_type.setdefault(r.typ, []).append(r)
+    assert set(by_type) == {"rocm-bake:publish:PublishedIndex", "pulumi:providers:github", "github:index/release:Release",
+                            "pulumi-python:dynamic:Resource"}
+    (release,) = by_type["github:index/release:Release"]
+    assert release.inputs["tagName"] == "wheels-gfx950-rocm10.1.0" and release.inputs["repository"] == "rocm-bake"
+    assert release.inputs["draft"] is False and release.inputs["prerelease"] is False
+    dynamic = sorted(r.name for r in by_type["pulumi-python:dynamic:Resource"])
+    assert dynamic == ["publish-gfx950-assets", "publish-gfx950-pages"]
+    assert all(r.inputs["arch"] == ARCH for r in by_type["pulumi-python:dynamic:Resource"])
+    assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
+
+
+def test_publish_token_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    pulumi.runtime.set_mocks(Mocks(), project="rocm-bake", stack=ARCH, preview=False)
+    from components.publish import PublishedIndex
+
+    flags: list[bool] = []
+
+    @pulumi.runtime.test
+    def check():
+        published = PublishedIndex("q", ARCH, "dist", "octo/rocm-bake", "10.1.0", "https://api.github.com", "ghp_t")
+
+        async def secret() -> None:
+            flags.append(await published.assets.token.is_secret())
+            flags.append(await published.pages.token.is_secret())
+
+        return pulumi.Output.from_input(secret())
+
+    check()
+    assert flags == [True, True]
+
+
+def test_publish_true_without_token_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(RocmBakeError, match="no GitHub token.*githubToken"):
+        declared({"rocm-bake:publish": "true"}, monkeypatch)
+
+
+def test_fat_build_declares_no_publish(monkeypatch: pytest.MonkeyPatch) -> None:
+    resources, exports = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "t",
+                                   "rocm-bake:pytorchRocmArch": "gfx950;gfx1201"}, monkeypatch, stack="fat")
+    assert resources == [] and "fat build" in exports["publish"]
