@@ -14,6 +14,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 
+UNKNOWN_AFTER_APPLY = "(known after apply)"
+
 #: Input keys whose values are never printed.
 SECRET_KEYS = frozenset({"token", "githubToken", "github_token", "password", "privateKey"})
 
@@ -52,6 +54,15 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def collect_exports(declared: dict[str, Any], exports: dict[str, Any]) -> pulumi.Output:
+    """Resolve each export into ``exports``; one left unknown by preview says so."""
+    settled = []
+    for key, value in declared.items():
+        exports[key] = UNKNOWN_AFTER_APPLY
+        settled.append(pulumi.Output.from_input(value).apply(lambda v, k=key: exports.__setitem__(k, v)))
+    return pulumi.Output.all(*settled)
+
+
 def run_program(stack: str, config: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Declare ``stack`` with ``config`` under mocks; return (resources, exports)."""
     from components.stack import define_stack, read_config
@@ -62,8 +73,7 @@ def run_program(stack: str, config: dict[str, Any]) -> tuple[list[dict[str, Any]
     exports: dict[str, Any] = {}
 
     def program() -> pulumi.Output:
-        declared = define_stack(read_config())
-        return pulumi.Output.from_input(declared).apply(exports.update)
+        return collect_exports(define_stack(read_config()), exports)
 
     pulumi_mocks.test(program)()
     return recorder.resources, exports

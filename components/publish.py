@@ -259,10 +259,7 @@ def declare_publish(config: Any, depends_on_digest: "pulumi.Input[str] | None" =
         return {"publish": "not declared: rocm-bake:publish is false (publishing is a separate decision)"}
     if config.is_fat:
         return {"publish": "not declared: fat build (the per-arch stacks publish the per-arch indexes)"}
-    token = config.github_token or os.environ.get("GITHUB_TOKEN")
-    if not token:
-        raise RocmBakeError(f"stack {config.stack}: rocm-bake:publish is true but there is no GitHub token; "
-                            "run `pulumi config set --secret rocm-bake:githubToken …` or set GITHUB_TOKEN")
+    token = config.publish_token()
     (arch,) = config.arches
     published = PublishedIndex(f"publish-{arch}", arch, config.dist, config.github_repo, config.rocm_version,
                                config.github_api_url, token, depends_on_digest=depends_on_digest)

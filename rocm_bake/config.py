@@ -7,6 +7,7 @@ declared, with a message naming the key.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,19 @@ class StackConfig(BaseModel):
     @property
     def effective_cache_arch(self) -> str:
         return self.cache_arch or self.arch_label
+
+    def publish_token(self) -> str:
+        """The GitHub token publishing needs: the secret key or GITHUB_TOKEN.
+
+        Absent is an error at declaration, before anything is created.
+        """
+        token = self.github_token or os.environ.get("GITHUB_TOKEN")
+        if not token:
+            raise RocmBakeError(
+                f"stack {self.stack}: rocm-bake:publish is true but there is no GitHub token; run "
+                "`pulumi config set --secret rocm-bake:githubToken …` or set GITHUB_TOKEN"
+            )
+        return token
 
     def policy(self) -> ArchPolicy:
         return arch_policy(self.pytorch_rocm_arch, prebuild_kernels=self.prebuild_kernels)

@@ -25,6 +25,7 @@ class Mocks(pulumi.runtime.Mocks):
 
 
 def declare(stack, overrides=None):
+    from components.plan_runtime import collect_exports
     from components.stack import define_stack
 
     mocks = Mocks()
@@ -33,8 +34,7 @@ def declare(stack, overrides=None):
 
     @pulumi.runtime.test
     def program():
-        declared = define_stack(load_stack_config(stack, overrides))
-        return pulumi.Output.from_input(declared).apply(exports.update)
+        return collect_exports(define_stack(load_stack_config(stack, overrides)), exports)
 
     program()
     images = {r.name: r.inputs for r in mocks.resources if r.typ == "docker-build:index:Image"}
@@ -115,3 +115,35 @@ def test_builder_and_registry_come_from_config():
     inputs = images["torch-gfx950"]
     assert inputs["builder"] == {"name": "farm"}
     assert inputs["tags"] == ["reg.example:443/rocm-bake/torch:gfx950-rocm10.1.0"]
+
+
+def dynamic(resources, name):
+    (found,) = [r for r in resources if r.typ == "pulumi-python:dynamic:Resource" and r.name == name]
+    return found.inputs
+
+
+def test_wheels_fetched_from_every_wheel_image_then_indexed():
+    resources, _, exports = declare("gfx1201")
+    fetch = dynamic(resources, "wheels-gfx1201")
+    assert fetch["arch"] == "gfx1201" and fetch["dist"] == "dist"
+    refs = fetch["image_refs"]
+    assert len(refs) == 5 and all(":gfx1201-rocm10.1.0@sha256:" in r for r in refs)
+    assert not any("pytorch-base" in r for r in refs)  # no wheels in the base image
+    index = dynamic(resources, "index-gfx1201")
+    assert index["arch"] == "gfx1201"
+    assert exports["publish"].startswith("not declared: rocm-bake:publish is false")
+
+
+def test_publish_on_declares_release_per_arch(monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    resources, _, exports = declare("gfx950", {"rocm-bake:publish": "true"})
+    (release,) = [r for r in resources if r.typ == "github:index/release:Release"]
+    assert release.inputs["tagName"] == "wheels-gfx950-rocm10.1.0"
+    assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
+
+
+def test_fat_build_declares_no_index_or_publish(monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    resources, _, exports = declare("fat-gfx950-gfx1201", {"rocm-bake:publish": "true"})
+    assert not [r for r in resources if r.typ == "pulumi-python:dynamic:Resource"]
+    assert exports["wheels"].startswith("not declared: fat build")

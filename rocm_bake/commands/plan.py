@@ -38,7 +38,9 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
 
 def plan(stack: str, overrides: dict[str, str]) -> dict[str, Any]:
     """Validate config first (a clear error beats a mock-runtime traceback), then declare."""
-    load_stack_config(stack, overrides)
+    config_model = load_stack_config(stack, overrides)
+    if config_model.publish and not config_model.is_fat:
+        config_model.publish_token()
     from components.plan_runtime import run_program  # imports Pulumi only when planning
 
     config = read_stack_file(stack)
