@@ -7,6 +7,7 @@ from typing import Any
 
 import pulumi
 
+from components.gpu_test import declare_gpu_test
 from components.images import TargetImage
 from components.index_provider import WheelIndex
 from components.publish import declare_publish
@@ -72,6 +73,7 @@ def define_stack(config: StackConfig) -> dict[str, Any]:
         images[spec.target] = TargetImage(f"{spec.target}-{config.arch_label}", spec, images)
 
     wheel_exports = declare_wheel_pipeline(config, targets, images)
+    wheel_exports.update(declare_gpu_test(config, images))
 
     exports: dict[str, Any] = {
         "arch": config.pytorch_rocm_arch,

@@ -39,6 +39,10 @@ class Node(BaseModel):
     user: str | None = None
     port: int = 22
     gpus: list[ArchName]
+    #: Lock held while a GPU test runs, so a second test on a busy node waits.
+    lock_path: str = "/tmp/rocm-bake-gpu-test.lock"
+    #: How the node runs a test: ``{image}`` (by digest) and ``{test}`` are filled in.
+    run_template: str = "docker run --rm --device=/dev/kfd --device=/dev/dri {image} {test}"
 
 
 class Fleet(BaseModel):
@@ -90,6 +94,8 @@ class Target(BaseModel):
     device_code: bool = True
     depends_on: list[str] = []
     wheels: list[str] = []
+    #: Command run inside the built image on a node with the card (none: not GPU-tested).
+    gpu_test: str | None = None
 
 
 class Targets(BaseModel):

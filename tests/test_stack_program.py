@@ -147,3 +147,29 @@ def test_fat_build_declares_no_index_or_publish(monkeypatch):
     resources, _, exports = declare("fat-gfx950-gfx1201", {"rocm-bake:publish": "true"})
     assert not [r for r in resources if r.typ == "pulumi-python:dynamic:Resource"]
     assert exports["wheels"].startswith("not declared: fat build")
+
+
+def test_gpu_test_declared_where_a_node_has_the_card():
+    resources, _, exports = declare("gfx1151")
+    (command,) = [r for r in resources if r.typ == "command:local:Command"]
+    assert command.name == "gpu-test-gfx1151"
+    assert "--arch gfx1151" in command.inputs["create"] and "--host snoc-strix" in command.inputs["create"]
+    digest = exports["images"]["torch"].split("@")[1]
+    assert command.inputs["triggers"] == [digest]  # re-runs when the image digest changes
+    assert exports["gpu_tested"] is True
+
+
+@pytest.mark.parametrize("stack", ["gfx950", "gfx1250"])
+def test_no_node_declares_no_gpu_test_and_says_not_covered(stack):
+    resources, _, exports = declare(stack)
+    assert not [r for r in resources if r.typ == "command:local:Command"]
+    assert exports["gpu_tested"] is False
+    assert exports["gpu_test"] == f"not covered: no fleet node has {stack}; cross-compiled only"
+
+
+def test_gpu_host_without_the_card_fails_the_program():
+    from rocm_bake.errors import RocmBakeError
+    from components.gpu_test import declare_gpu_test
+
+    with pytest.raises(RocmBakeError, match="snoc-navi has gfx1201, not gfx1151"):
+        declare_gpu_test(load_stack_config("gfx1151", {"rocm-bake:gpuHost": "snoc-navi"}), {"torch": object()})
