@@ -16,7 +16,7 @@ REGISTRY_DIR ?= $(CURDIR)/.registry
 PULUMI_CONFIG_PASSPHRASE ?=
 export PULUMI_CONFIG_PASSPHRASE
 
-.PHONY: setup test up preview registry list-nodes plan arches-list wheel-index wheel-index-check bench clean
+.PHONY: setup test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: $(BIN)/rocm-bake
 
@@ -59,8 +59,38 @@ list-nodes: setup
 arches-list: setup
 	$(BIN)/rocm-bake arches list $(if $(ARCHES),--arches "$(ARCHES)")
 
+# Outside Pulumi, the same core by hand: fetch each arch's wheels by arch tag
+# (never :latest), build its index, and check each installs its own only.
+ROCM_VERSION ?= 10.1.0
+REGISTRY ?= 127.0.0.1:$(REGISTRY_PORT)
+WHEEL_TARGETS ?= triton-wheel torch torchvision amd_aiter vllm
+DIST ?= dist
+INDEX_ARCHES = $(or $(ARCHES),$(ARCH))
+GITHUB_REPO ?= sbates130272/rocm-bake
+
+wheel-index: setup
+	set -e; for a in $(INDEX_ARCHES); do \
+	  $(BIN)/rocm-bake wheels fetch --arch $$a --out $(DIST) $(foreach t,$(WHEEL_TARGETS),--image $(REGISTRY)/rocm-bake/$(t):$$a-rocm$(ROCM_VERSION)); \
+	  $(BIN)/rocm-bake index build --arch $$a --wheels $(DIST)/wheels/$$a --out $(DIST) --rocm-version $(ROCM_VERSION); \
+	done
+
+wheel-index-check: setup
+	$(BIN)/rocm-bake index check $(DIST) $(foreach a,$(INDEX_ARCHES),--arch $(a))
+
+# Publishing is a separate decision: it publishes what wheel-index fetched.
+wheels-publish-dry: setup
+	$(BIN)/rocm-bake publish --arch $(ARCH) --dist $(DIST) --repo $(GITHUB_REPO) --rocm-version $(ROCM_VERSION) --dry-run
+
+wheels-publish: setup
+	$(BIN)/rocm-bake publish --arch $(ARCH) --dist $(DIST) --repo $(GITHUB_REPO) --rocm-version $(ROCM_VERSION)
+
+gpu-test: setup
+	$(BIN)/rocm-bake gpu-test --arch $(ARCH) --image $(IMAGE)
+
 bench: setup
 	$(BIN)/python bench/index_build.py
+	$(BIN)/python bench/extract.py
+	$(BIN)/python bench/publish_noop.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
