@@ -47,17 +47,19 @@ def test_nodes_lists_arches_and_uncovered():
 def test_plan_json_lists_declared_graph():
     result = rocm_bake("plan", "gfx1250", "--json")
     assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
-    images = [r for r in data["resources"] if r["type"] == "docker-build:index:Image"]
+    resources = json.loads(result.stdout)
+    assert all(set(r) == {"type", "name", "inputs"} for r in resources)
+    images = [r for r in resources if r["type"] == "docker-build:index:Image"]
     assert len(images) == 6
-    assert all("__provider" not in json.dumps(r) for r in data["resources"])
-    assert data["outputs"]["policy"]["sched_coexec"] is True
+    assert all("__provider" not in json.dumps(r) for r in resources)
+    outputs = json.loads(rocm_bake("plan", "gfx1250", "--outputs-json").stdout)
+    assert outputs["policy"]["sched_coexec"] is True
+    assert outputs["gpu_tested"] is False and outputs["index_sha256"] == "(known after apply)"
 
 
 def test_plan_fat_build_via_set():
     result = rocm_bake("plan", "gfx950", "--set", "rocm-bake:pytorchRocmArch=gfx950;gfx1201", "--json")
-    data = json.loads(result.stdout)
-    tags = [r["inputs"]["tags"][0] for r in data["resources"] if r["type"] == "docker-build:index:Image"]
+    tags = [r["inputs"]["tags"][0] for r in json.loads(result.stdout) if r["type"] == "docker-build:index:Image"]
     assert all(t.endswith(":gfx950_gfx1201-rocm10.1.0") for t in tags)
 
 

@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a config key, e.g. --set rocm-bake:pytorchRocmArch='gfx950;gfx1201'",
     )
-    parser.add_argument("--json", action="store_true", help="print {resources, outputs} as JSON")
+    parser.add_argument("--json", action="store_true", help='print the resources as a JSON list of {"type", "name", "inputs"}')
+    parser.add_argument("--outputs-json", action="store_true", help="print the stack outputs as a JSON object")
     parser.set_defaults(func=run)
 
 
@@ -52,7 +53,10 @@ def plan(stack: str, overrides: dict[str, str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     result = plan(args.stack, parse_overrides(args.overrides))
     if args.json:
-        print(json.dumps(result, indent=2, sort_keys=True, default=str))
+        print(json.dumps(result["resources"], indent=2, sort_keys=True, default=str))
+        return 0
+    if args.outputs_json:
+        print(json.dumps(result["outputs"], indent=2, sort_keys=True, default=str))
         return 0
     print(f"stack {result['stack']}: {len(result['resources'])} resources")
     for res in result["resources"]:
