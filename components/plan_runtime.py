@@ -25,8 +25,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.resources: list[dict[str, Any]] = []
+        self.registered: list[pulumi.runtime.MockResourceArgs] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        self.registered.append(args)
         inputs = dict(args.inputs)
         self.resources.append({"type": args.typ, "name": args.name, "inputs": _clean(inputs)})
         outputs = dict(inputs)

@@ -1,6 +1,7 @@
-"""The Pulumi program under Pulumi's mock runtime: declared resources and inputs."""
+"""The Pulumi program under Pulumi's mock runtime: declared resources and inputs.
 
-import hashlib
+The mocks are the ones `rocm-bake plan` uses, so these tests also pin what plan shows.
+"""
 
 import pulumi
 import pytest
@@ -8,27 +9,11 @@ import pytest
 from rocm_bake.config import load_stack_config
 
 
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self):
-        self.resources = []
-
-    def new_resource(self, args):
-        self.resources.append(args)
-        outputs = dict(args.inputs)
-        if args.typ == "docker-build:index:Image":
-            digest = "sha256:" + hashlib.sha256(args.name.encode()).hexdigest()
-            outputs.update(digest=digest, ref=f"{args.inputs['tags'][0]}@{digest}")
-        return f"{args.name}-id", outputs
-
-    def call(self, args):
-        return {}, None
-
-
 def declare(stack, overrides=None):
-    from components.plan_runtime import collect_exports
+    from components.plan_runtime import RecordingMocks, collect_exports
     from components.stack import define_stack
 
-    mocks = Mocks()
+    mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="rocm-bake", stack=stack, preview=True)
     exports = {}
 
@@ -37,8 +22,8 @@ def declare(stack, overrides=None):
         return collect_exports(define_stack(load_stack_config(stack, overrides)), exports)
 
     program()
-    images = {r.name: r.inputs for r in mocks.resources if r.typ == "docker-build:index:Image"}
-    return mocks.resources, images, exports
+    images = {r.name: r.inputs for r in mocks.registered if r.typ == "docker-build:index:Image"}
+    return mocks.registered, images, exports
 
 
 @pytest.mark.parametrize("stack", ["gfx950", "gfx1201", "gfx1151", "gfx1250"])
