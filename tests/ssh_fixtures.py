@@ -20,6 +20,8 @@ class SshNode:
     known_hosts: Path
     identity: Path
     other_known_hosts: Path  # same host, a different key: must be refused
+    empty_known_hosts: Path  # no entry for the host at all: must be refused too
+    log: Path
 
 
 def _free_port() -> int:
@@ -50,11 +52,14 @@ def ssh_node(tmp_path_factory) -> SshNode:
         "StrictModes no\nUsePAM no\n"
     )
     Path("/run/sshd").mkdir(exist_ok=True)
-    proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
+    # sshd's log goes to a file: an undrained pipe would fill and stall sshd.
+    log = root / "sshd.log"
+    log_file = log.open("w")
+    proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stderr=log_file)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"sshd exited {proc.returncode}: {proc.stderr.read()}")
+            pytest.fail(f"sshd exited {proc.returncode}: {log.read_text()}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             break
@@ -70,6 +75,10 @@ def ssh_node(tmp_path_factory) -> SshNode:
         path.write_text(f"[127.0.0.1]:{port} {pub[0]} {pub[1]}\n")
         return path
 
-    yield SshNode(port, known("host_key", "known_hosts"), root / "client_key", known("other_host_key", "bad_known_hosts"))
+    empty = root / "empty_known_hosts"
+    empty.write_text("")
+    yield SshNode(port, known("host_key", "known_hosts"), root / "client_key",
+                  known("other_host_key", "bad_known_hosts"), empty, log)
     proc.terminate()
     proc.wait(timeout=10)
+    log_file.close()
