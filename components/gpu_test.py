@@ -20,8 +20,9 @@ from rocm_bake.config import StackConfig
 from rocm_bake.gpu_test import not_covered_message, select_node
 from rocm_bake.manifests import load_fleet
 
-#: The target whose image (and gpu_test command) the GPU test runs.
-TESTED_TARGET = "torch"
+#: The target whose image (and gpu_test command) the GPU test runs: torch installed
+#: on pytorch-base (the wheel images are FROM scratch and cannot run anything).
+TESTED_TARGET = "torch-runtime"
 
 
 def gpu_test_command(arch: str, image_ref: str, host: str | None) -> str:

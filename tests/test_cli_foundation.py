@@ -50,7 +50,7 @@ def test_plan_json_lists_declared_graph():
     resources = json.loads(result.stdout)
     assert all(set(r) == {"type", "name", "inputs"} for r in resources)
     images = [r for r in resources if r["type"] == "docker-build:index:Image"]
-    assert len(images) == 6
+    assert len(images) == 7
     assert all("__provider" not in json.dumps(r) for r in resources)
     outputs = json.loads(rocm_bake("plan", "gfx1250", "--outputs-json").stdout)
     assert outputs["policy"]["sched_coexec"] is True

@@ -31,7 +31,7 @@ def declare(stack, overrides=None):
 
 
 def torch_digest(exports):
-    return exports["images"]["torch"].split("@", 1)[1]
+    return exports["images"]["torch-runtime"].split("@", 1)[1]
 
 
 def test_fat_build_tests_each_arch_on_its_own_node():
@@ -42,7 +42,7 @@ def test_fat_build_tests_each_arch_on_its_own_node():
     assert "--host snoc-navi" in commands["gpu-test-gfx1201"]["create"]
     for inputs in commands.values():
         assert inputs["triggers"] == [torch_digest(exports)]
-        assert f"--image {exports['images']['torch']}" in inputs["create"]  # by digest
+        assert f"--image {exports['images']['torch-runtime']}" in inputs["create"]  # by digest
     assert exports["gpu_tested"] is True and "gpu_test" not in exports
 
 

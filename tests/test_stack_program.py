@@ -29,7 +29,7 @@ def declare(stack, overrides=None):
 @pytest.mark.parametrize("stack", ["gfx950", "gfx1201", "gfx1151", "gfx1250"])
 def test_each_arch_stack_declares_every_target_tagged_by_arch(stack):
     _, images, exports = declare(stack)
-    assert set(images) == {f"{t}-{stack}" for t in ("pytorch-base", "triton-wheel", "torch", "torchvision", "amd_aiter", "vllm")}
+    assert set(images) == {f"{t}-{stack}" for t in ("pytorch-base", "triton-wheel", "torch", "torchvision", "amd_aiter", "vllm", "torch-runtime")}
     for name, inputs in images.items():
         (tag,) = inputs["tags"]
         assert tag.endswith(f":{stack}-rocm10.1.0") and ":latest" not in tag
@@ -139,7 +139,7 @@ def test_gpu_test_declared_where_a_node_has_the_card():
     (command,) = [r for r in resources if r.typ == "command:local:Command"]
     assert command.name == "gpu-test-gfx1151"
     assert "--arch gfx1151" in command.inputs["create"] and "--host snoc-strix" in command.inputs["create"]
-    digest = exports["images"]["torch"].split("@")[1]
+    digest = exports["images"]["torch-runtime"].split("@")[1]
     assert command.inputs["triggers"] == [digest]  # re-runs when the image digest changes
     assert exports["gpu_tested"] is True
 
@@ -157,4 +157,4 @@ def test_gpu_host_without_the_card_fails_the_program():
     from components.gpu_test import declare_gpu_test
 
     with pytest.raises(RocmBakeError, match="snoc-navi has gfx1201, not gfx1151"):
-        declare_gpu_test(load_stack_config("gfx1151", {"rocm-bake:gpuHost": "snoc-navi"}), {"torch": object()})
+        declare_gpu_test(load_stack_config("gfx1151", {"rocm-bake:gpuHost": "snoc-navi"}), {"torch-runtime": object()})

@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--arch", required=True)
     parser.add_argument("--host", default=None, help="fleet node to use (default: $GPU_HOST, else gpu_node)")
     parser.add_argument("--image", default=None, help="image pinned by digest: registry/repo:tag@sha256:…")
-    parser.add_argument("--target", default="torch", help="target whose gpu_test command runs (default torch)")
+    parser.add_argument("--target", default="torch-runtime", help="target whose gpu_test command runs (default torch-runtime)")
     parser.add_argument("--test", default=None, help="override the target's test command")
     parser.add_argument("--lock-timeout", type=_seconds, default=3600.0,
                         help="seconds to wait for a busy node before giving up (default 3600)")
