@@ -9,10 +9,13 @@ name) and record each resource's type, name and inputs.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
+
+from rocm_bake.config import StackConfig
 
 UNKNOWN_AFTER_APPLY = "(known after apply)"
 
@@ -65,17 +68,34 @@ def collect_exports(declared: dict[str, Any], exports: dict[str, Any]) -> pulumi
     return pulumi.Output.all(*settled)
 
 
-def run_program(stack: str, config: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Declare ``stack`` with ``config`` under mocks; return (resources, exports)."""
-    from components.stack import define_stack, read_config
+def declare_under_mocks(
+    stack: str,
+    make_config: Callable[[], StackConfig],
+    raw_config: dict[str, Any] | None = None,
+) -> tuple[RecordingMocks, dict[str, Any]]:
+    """Run ``define_stack(make_config())`` for ``stack`` under mocks; return (mocks, exports).
+
+    ``raw_config`` is loaded as the stack's Pulumi config first, for a
+    ``make_config`` that reads it back (the program's own ``read_config``).
+    """
+    from components.stack import define_stack
 
     recorder = RecordingMocks()
     pulumi.runtime.set_mocks(recorder, project="rocm-bake", stack=stack, preview=True)
-    pulumi.runtime.set_all_config({k: str(v) for k, v in config.items()})
+    if raw_config is not None:
+        pulumi.runtime.set_all_config({k: str(v) for k, v in raw_config.items()})
     exports: dict[str, Any] = {}
 
     def program() -> pulumi.Output:
-        return collect_exports(define_stack(read_config()), exports)
+        return collect_exports(define_stack(make_config()), exports)
 
     pulumi_mocks.test(program)()
+    return recorder, exports
+
+
+def run_program(stack: str, config: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Declare ``stack`` from its raw config, as ``pulumi up`` would; return (resources, exports)."""
+    from components.stack import read_config
+
+    recorder, exports = declare_under_mocks(stack, read_config, raw_config=config)
     return recorder.resources, exports

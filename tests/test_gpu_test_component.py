@@ -6,7 +6,6 @@ without a node making the whole build not GPU-tested), gpuTest off, and the
 gpuHost override.
 """
 
-import pulumi
 import pytest
 
 from rocm_bake.config import load_stack_config
@@ -14,18 +13,9 @@ from rocm_bake.errors import RocmBakeError
 
 
 def declare(stack, overrides=None):
-    from components.plan_runtime import RecordingMocks, collect_exports
-    from components.stack import define_stack
+    from components.plan_runtime import declare_under_mocks
 
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="rocm-bake", stack=stack, preview=True)
-    exports = {}
-
-    @pulumi.runtime.test
-    def program():
-        return collect_exports(define_stack(load_stack_config(stack, overrides)), exports)
-
-    program()
+    mocks, exports = declare_under_mocks(stack, lambda: load_stack_config(stack, overrides))
     commands = {r.name: r.inputs for r in mocks.registered if r.typ == "command:local:Command"}
     return commands, exports
 

@@ -3,25 +3,15 @@
 The mocks are the ones `rocm-bake plan` uses, so these tests also pin what plan shows.
 """
 
-import pulumi
 import pytest
 
 from rocm_bake.config import load_stack_config
 
 
 def declare(stack, overrides=None):
-    from components.plan_runtime import RecordingMocks, collect_exports
-    from components.stack import define_stack
+    from components.plan_runtime import declare_under_mocks
 
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="rocm-bake", stack=stack, preview=True)
-    exports = {}
-
-    @pulumi.runtime.test
-    def program():
-        return collect_exports(define_stack(load_stack_config(stack, overrides)), exports)
-
-    program()
+    mocks, exports = declare_under_mocks(stack, lambda: load_stack_config(stack, overrides))
     images = {r.name: r.inputs for r in mocks.registered if r.typ == "docker-build:index:Image"}
     return mocks.registered, images, exports
 
