@@ -36,7 +36,9 @@ test: setup
 # 127.0.0.1:$(REGISTRY_PORT) started here, the local buildx builder, publish off.
 up: setup registry
 	@command -v $(PULUMI) >/dev/null || { echo "installing the Pulumi CLI into ~/.pulumi/bin (https://get.pulumi.com)"; curl -fsSL https://get.pulumi.com | sh; }
+	@command -v $(PULUMI) >/dev/null || { echo "no Pulumi CLI at $(PULUMI): install it from https://www.pulumi.com/docs/install/ (rocm-bake plan $(ARCH) shows the graph without it)" >&2; exit 1; }
 	@command -v docker >/dev/null || { echo "docker not found: rocm-bake builds images with docker buildx" >&2; exit 1; }
+	@docker buildx version >/dev/null 2>&1 || { echo "docker buildx not found: install the docker-buildx plugin (the build driver must be docker-container, kubernetes or remote)" >&2; exit 1; }
 	@docker buildx inspect $(BUILDER) >/dev/null 2>&1 || docker buildx create --name $(BUILDER) --driver docker-container --driver-opt network=host
 	$(PULUMI) login --local
 	$(PULUMI) stack select --create $(ARCH)
