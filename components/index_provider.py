@@ -1,11 +1,11 @@
 """``WheelIndex``: one arch's pip index as a dynamic resource.
 
-All work is ``rocm_bake.index``; this maps create/diff/update/delete onto it.
+All work is ``rocm_bake.index.build``; this maps create/diff/update/delete onto it.
 ``diff`` plans the index in memory (validation, cached hashes, pages) and
 compares the would-be ``index_sha256`` with the recorded one, so ``pulumi
 preview`` shows when the index would change — new wheel bytes, a different
 ``wheel_url`` — and says nothing when it would not. Warm planning costs no
-re-hashing (see ``rocm_bake.hashcache``).
+re-hashing (see ``rocm_bake.index.hashcache``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateRes
 
 from rocm_bake.arch import validate_arch
 from rocm_bake.index import IndexResult, build_index, index_dir, is_rocm_bake_index, plan_index
-from rocm_bake.versions import DEFAULT_ROCM_VERSION
+from rocm_bake.index import DEFAULT_ROCM_VERSION
 
 #: What the engine passes for a not-yet-known value during preview.
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"

@@ -10,10 +10,10 @@ the next ``up`` repairs it.
 * ``pulumi_github.Release`` per arch, tag ``wheels-<arch>-rocm<version>``:
   "One release per architecture", because the wheel filenames are
   architecture-independent and would collide inside one release.
-* ``ReleaseAssets`` (dynamic): the release's assets, via ``rocm_bake.publish``.
+* ``ReleaseAssets`` (dynamic): the release's assets, via ``rocm_bake.publish.release``.
 * ``PagesIndex`` (dynamic): ``data/wheels/<arch>/`` on gh-pages, one commit.
 
-All work is ``rocm_bake.publish``; the token is an input marked secret and is
+All work is ``rocm_bake.publish.release``; the token is an input marked secret and is
 never part of a provider object (providers are pickled into state).
 """
 
@@ -29,9 +29,9 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 
 from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.github_client import GitHubClient, GitHubEndpoints
+from rocm_bake.publish import GitHubClient, GitHubEndpoints
 from rocm_bake.publish import Publisher, commit_pages, git_blob_sha, pages_prefix, release_tag, remote_pages
-from rocm_bake.versions import DEFAULT_ROCM_VERSION
+from rocm_bake.index import DEFAULT_ROCM_VERSION
 
 #: What the engine passes for a not-yet-known value during preview.
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"

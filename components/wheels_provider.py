@@ -1,6 +1,6 @@
 """``FetchedWheels``: an arch's wheels out of its built images, as a dynamic resource.
 
-All work is ``rocm_bake.extract.fetch_wheels``; this only maps Pulumi's
+All work is ``rocm_bake.registry.extract.fetch_wheels``; this only maps Pulumi's
 create/diff/update/delete onto it. The resource is keyed on the images'
 resolved *digests*: a new image re-extracts and an unchanged one does not,
 whatever the ref string looks like. Wheels are fetched by
@@ -21,7 +21,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
 from rocm_bake.arch import validate_arch
-from rocm_bake.extract import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
+from rocm_bake.registry import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
 from rocm_bake.registry import RegistryClient, check_ref_for_arch
 
 #: What the engine passes for a not-yet-known value during preview.

@@ -215,7 +215,7 @@ class FakeGitHub:
         self.stop()
 
     def endpoints(self):  # -> GitHubEndpoints (imported lazily: this module is a test double)
-        from rocm_bake.github_client import GitHubEndpoints
+        from rocm_bake.publish.github import GitHubEndpoints
 
         return GitHubEndpoints(api_url=self.api_url, uploads_url=self.uploads_url, web_url=self.web_url,
                                pages_url=f"{self.web_url}/pages/{{owner}}/{{repo}}")

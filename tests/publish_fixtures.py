@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_bake.github_client import GitHubClient
-from rocm_bake.index import IndexResult, build_index
+from rocm_bake.publish.github import GitHubClient
+from rocm_bake.index.build import IndexResult, build_index
 from tests.fake_github import FakeGitHub
 from tests.index_fixtures import arch_wheel_set
 

@@ -25,8 +25,8 @@ import httpx
 import pytest
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.registry import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
-from rocm_bake.registry_server import start_registry, storage_dir
+from rocm_bake.registry.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
+from rocm_bake.registry.server import start_registry, storage_dir
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"

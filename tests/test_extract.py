@@ -10,8 +10,8 @@ import pytest
 
 from rocm_bake.cli import main
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.extract import FETCH_MANIFEST, fetch_wheels, layer_may_hold_wheels
-from rocm_bake.registry import RegistryClient
+from rocm_bake.registry.extract import FETCH_MANIFEST, fetch_wheels, layer_may_hold_wheels
+from rocm_bake.registry.client import RegistryClient
 
 from registry_fixtures import Entry, Layer, Registry, push_image, push_index, registry, wheel  # noqa: F401
 

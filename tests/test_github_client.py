@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.github_client import GitHubHTTPError
-from rocm_bake.publish import git_blob_sha
+from rocm_bake.publish.github import GitHubHTTPError
+from rocm_bake.publish.release import git_blob_sha
 from tests.fake_github import FakeGitHub
 from tests.publish_fixtures import Sleeps, gh, make_client  # noqa: F401 - fixture
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.gpu_test import (
+from rocm_bake.gpu.remote_test import (
     LOCK_TIMEOUT_STATUS,
     NOT_COVERED_STATUS,
     fill_run_template,

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from rocm_bake import cli, index as index_mod
+from rocm_bake import cli
+from rocm_bake.index import build as index_mod
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index import build_index, cache_path
-from rocm_bake.index_check import clean_env, serve, uv_binary
+from rocm_bake.index.build import build_index, cache_path
+from rocm_bake.index.check import clean_env, serve, uv_binary
 
 from index_fixtures import ARCH_SET, GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
 

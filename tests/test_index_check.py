@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rocm_bake import cli, metapackage
+from rocm_bake import cli
+from rocm_bake.index import metapackage
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index import build_index
-from rocm_bake.index_check import check_index, index_wheels
+from rocm_bake.index.build import build_index
+from rocm_bake.index.check import check_index, index_wheels
 
 from index_fixtures import ARCH_SET, arch_wheel_set
 

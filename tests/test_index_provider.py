@@ -11,7 +11,7 @@ import pytest
 
 from components.index_provider import UNKNOWN, WheelIndex, WheelIndexProvider
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index import build_index
+from rocm_bake.index.build import build_index
 
 from index_fixtures import ARCH_SET, arch_wheel_set, make_wheel
 

@@ -14,7 +14,7 @@ import pytest
 
 from rocm_bake.cli import main
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.publish import Publisher, git_blob_sha, publish, release_tag
+from rocm_bake.publish.release import Publisher, git_blob_sha, publish, release_tag
 from tests.fake_github import FakeGitHub
 from tests.index_fixtures import NATIVE_TAG, ROCM, GIT, make_wheel, device_files
 from tests.publish_fixtures import Sleeps, build_arch_index, dist, gh, make_client  # noqa: F401 - fixtures
@@ -49,7 +49,7 @@ def rebuild_torch(tmp: Path, arch: str = ARCH, payload: bytes = b"rebuilt") -> N
     make_wheel(wheels, "torch", f"2.15.0a0+{GIT}.{ROCM}", [f"triton==3.6.0+{GIT}.{ROCM}"],
                {**device_files("torch", arch), "torch/_arch.py": f"BUILT_FOR = {arch!r}\n".encode(),
                 "torch/extra.bin": payload}, tag=NATIVE_TAG, requires_python=">=3.10")
-    from rocm_bake.index import build_index
+    from rocm_bake.index.build import build_index
 
     build_index(arch, wheels, tmp / "dist")
 
@@ -103,7 +103,7 @@ def test_removed_wheel_deletes_its_assets(gh: FakeGitHub, tmp_path: Path) -> Non
     dist = tmp_path / "dist"
     run(gh, dist)
     (tmp_path / "wheels" / ARCH / "nixl-0.7.0-py3-none-any.whl").unlink()
-    from rocm_bake.index import build_index
+    from rocm_bake.index.build import build_index
 
     build_index(ARCH, tmp_path / "wheels" / ARCH, dist)
     result = run(gh, dist)

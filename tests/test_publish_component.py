@@ -11,7 +11,7 @@ import pytest
 from components.publish import PagesIndexProvider, ReleaseAssetsProvider, declare_publish
 from rocm_bake.config import stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.publish import release_tag
+from rocm_bake.publish.release import release_tag
 from tests.fake_github import FakeGitHub
 from tests.publish_fixtures import build_arch_index, dist, gh  # noqa: F401 - fixtures
 

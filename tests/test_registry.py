@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rocm_bake import registry_server
+from rocm_bake.registry import server as registry_server
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.extract import fetch_wheels
-from rocm_bake.registry import RegistryClient, arch_tag, check_ref_for_arch, parse_challenge, parse_ref, scheme_for
+from rocm_bake.registry.extract import fetch_wheels
+from rocm_bake.registry.client import RegistryClient, arch_tag, check_ref_for_arch, parse_challenge, parse_ref, scheme_for
 
 from registry_fixtures import Entry, Layer, ProxyState, Registry, proxy, push_image, registry, wheel  # noqa: F401
 
@@ -156,7 +156,7 @@ def test_server_cli_daemon_answers_v2(tmp_path: Path) -> None:
     port = registry_server.free_port()
     root = tmp_path / "daemon"
     started = subprocess.run(
-        [sys.executable, "-m", "rocm_bake.registry_server", "--port", str(port), "--root", str(root), "--daemon"],
+        [sys.executable, "-m", "rocm_bake.registry.server", "--port", str(port), "--root", str(root), "--daemon"],
         capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent,
     )
     assert started.returncode == 0, started.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.versions import Rule, check_version, parse_name, vllm_local
+from rocm_bake.index.versions import Rule, check_version, parse_name, vllm_local
 
 NATIVE = "cp314-cp314-linux_x86_64"
 PURE = "py3-none-any"

@@ -13,7 +13,7 @@ import pytest
 
 from components.wheels_provider import UNKNOWN, FetchedWheels, FetchedWheelsProvider, combined_digest
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.extract import FETCH_MANIFEST
+from rocm_bake.registry.extract import FETCH_MANIFEST
 
 from registry_fixtures import Entry, Layer, Registry, push_image, registry, wheel  # noqa: F401
 

@@ -11,7 +11,7 @@ import pytest
 from rocm_bake.cli import main
 from rocm_bake.commands import which_index as wi
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.gpu_detect import detect_gpus, gfx_from_target_version, parse_rocminfo
+from rocm_bake.gpu.detect import detect_gpus, gfx_from_target_version, parse_rocminfo
 from rocm_bake.manifests import load_targets
 
 BASE = "https://sbates130272.github.io/rocm-bake/data/wheels"

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.gpu_test import LOCK_TIMEOUT_STATUS, NOT_COVERED_STATUS, run_gpu_test
+from rocm_bake.gpu import LOCK_TIMEOUT_STATUS, NOT_COVERED_STATUS, run_gpu_test
 from rocm_bake.manifests import load_fleet, load_targets
 
 EPILOG = f"""exit status:

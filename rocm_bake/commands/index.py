@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from rocm_bake.index import build_index
-from rocm_bake.index_check import INSTALLERS, PYPI, check_index
-from rocm_bake.versions import DEFAULT_ROCM_VERSION
+from rocm_bake.index import INSTALLERS, PYPI, check_index
+from rocm_bake.index import DEFAULT_ROCM_VERSION
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,9 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
-from rocm_bake.github_client import GitHubEndpoints
+from rocm_bake.publish import GitHubEndpoints
 from rocm_bake.publish import publish
-from rocm_bake.versions import DEFAULT_ROCM_VERSION
+from rocm_bake.index import DEFAULT_ROCM_VERSION
 
 DEFAULTS = GitHubEndpoints()
 

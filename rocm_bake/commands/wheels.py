@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rocm_bake.extract import DEFAULT_WHEEL_DIR, FetchResult, fetch_wheels
+from rocm_bake.registry import DEFAULT_WHEEL_DIR, FetchResult, fetch_wheels
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

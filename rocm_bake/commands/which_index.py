@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from rocm_bake.arch import sorted_arches
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.gpu_detect import Detection, Gpu, RocminfoRunner, detect_gpus, run_rocminfo
+from rocm_bake.gpu import Detection, Gpu, RocminfoRunner, detect_gpus, run_rocminfo
 from rocm_bake.manifests import load_targets
 from rocm_bake.offload import GENERIC_COVERS
 

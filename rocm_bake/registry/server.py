@@ -1,6 +1,6 @@
 """Run Debian's ``docker-registry`` on 127.0.0.1 with a generated config.
 
-``make up`` starts one with ``python -m rocm_bake.registry_server --port 5000
+``make up`` starts one with ``python -m rocm_bake.registry.server --port 5000
 --root DIR --daemon``; tests call :func:`start_registry`, which picks a free
 loopback port. No Docker daemon is involved: the registry is the upstream
 distribution binary, storing blobs under ``ROOT/docker/registry/v2``.
@@ -139,7 +139,7 @@ def terminate(proc: subprocess.Popen[bytes]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rocm_bake.registry_server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rocm_bake.registry.server", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--root", type=Path, required=True, help="registry storage and config dir")
     parser.add_argument("--daemon", action="store_true", help="start in the background and return once /v2/ answers")

@@ -44,9 +44,9 @@ from pydantic import BaseModel
 
 from rocm_bake.arch import ARCH_PATTERN, KNOWN_ARCHES, sorted_arches, validate_arch
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index import index_dir, is_rocm_bake_index
-from rocm_bake.metapackage import extra_name
-from rocm_bake.versions import METAPACKAGE
+from rocm_bake.index.build import index_dir, is_rocm_bake_index
+from rocm_bake.index.metapackage import extra_name
+from rocm_bake.index.versions import METAPACKAGE
 
 PYPI = "https://pypi.org/simple"
 INSTALLERS = ("pip", "uv")

@@ -47,7 +47,7 @@ from pydantic import BaseModel
 
 from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.github_client import (
+from rocm_bake.publish.github import (
     MAX_ASSET_BYTES,
     MAX_GIT_BLOB_BYTES,
     MAX_RELEASE_ASSETS,
@@ -58,9 +58,9 @@ from rocm_bake.github_client import (
     Release,
     TreeEntry,
 )
-from rocm_bake.hashcache import CacheEntry, FileKey, HashCache, sha256_file
-from rocm_bake.index import FILES_DIR, PlannedWheel, index_dir, is_rocm_bake_index, render_pages
-from rocm_bake.versions import DEFAULT_ROCM_VERSION, check_rocm_version
+from rocm_bake.index.hashcache import CacheEntry, FileKey, HashCache, sha256_file
+from rocm_bake.index.build import FILES_DIR, PlannedWheel, index_dir, is_rocm_bake_index, render_pages
+from rocm_bake.index.versions import DEFAULT_ROCM_VERSION, check_rocm_version
 
 PAGES_BRANCH = "gh-pages"
 BLOB_MODE = "100644"
@@ -253,7 +253,7 @@ def _disk_pages(root: Path) -> dict[str, bytes]:
 def read_local_index(dist: Path, arch: str, wheel_url: str | None = None) -> LocalIndex:
     """``DIST/index/<arch>/`` checked for publishing: present, consistent, within GitHub's limits.
 
-    The pages on disk must be exactly what ``rocm_bake.index`` renders for
+    The pages on disk must be exactly what ``rocm_bake.index.build`` renders for
     the files beside them (relative hrefs, or ``wheel_url`` ones), so a stale
     or hand-edited index is refused rather than published.
     """

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.registry import (
+from rocm_bake.registry.client import (
     Descriptor,
     ImageRef,
     RegistryClient,

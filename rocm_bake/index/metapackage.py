@@ -26,7 +26,7 @@ import zipfile
 from packaging.version import Version
 from pydantic import BaseModel
 
-from rocm_bake.versions import METAPACKAGE
+from rocm_bake.index.versions import METAPACKAGE
 
 DIST_NAME = "rocm_torch"
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)

@@ -43,9 +43,9 @@ from pydantic import BaseModel
 from rocm_bake import offload
 from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.hashcache import CacheEntry, FileKey, HashCache, sha256_file
-from rocm_bake.metapackage import Metapackage, build_metapackage
-from rocm_bake.versions import (
+from rocm_bake.index.hashcache import CacheEntry, FileKey, HashCache, sha256_file
+from rocm_bake.index.metapackage import Metapackage, build_metapackage
+from rocm_bake.index.versions import (
     DEFAULT_ROCM_VERSION,
     METAPACKAGE,
     WheelName,

@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field
 from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import Fleet, Node
-from rocm_bake.node_lock import PREFIX, LockProtocol, LockTimeout, holder_text, locked_command
-from rocm_bake.registry import parse_ref
+from rocm_bake.gpu.node_lock import PREFIX, LockProtocol, LockTimeout, holder_text, locked_command
+from rocm_bake.registry.client import parse_ref
 
 #: Exit status for an arch no fleet node can test (distinct from pass/fail/bad input).
 NOT_COVERED_STATUS = 3

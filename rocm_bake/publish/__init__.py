@@ -1,0 +1,33 @@
+"""Publishing one index: the GitHub REST client, the release and the gh-pages commit.
+
+The package face: the CLI and the components import from here. Names load
+lazily (PEP 562), so importing the face costs nothing until a name is used —
+``rocm-bake --version`` must not pay for httpx or pydantic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocm_bake.lazy_face import lazy_getattr
+
+_EXPORTS: dict[str, str] = {
+    "GitHubClient": "github",
+    "GitHubEndpoints": "github",
+    "Publisher": "release",
+    "commit_pages": "release",
+    "git_blob_sha": "release",
+    "pages_prefix": "release",
+    "publish": "release",
+    "release_tag": "release",
+    "remote_pages": "release",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from rocm_bake.publish.github import GitHubClient, GitHubEndpoints
+    from rocm_bake.publish.release import Publisher, commit_pages, git_blob_sha, pages_prefix, publish, release_tag, remote_pages
+
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -1,0 +1,30 @@
+"""OCI registry: the client, the selective wheel fetch, and the loopback registry server.
+
+The package face: the CLI and the components import from here. Names load
+lazily (PEP 562), so importing the face costs nothing until a name is used —
+``rocm-bake --version`` must not pay for httpx or pydantic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocm_bake.lazy_face import lazy_getattr
+
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_WHEEL_DIR": "extract",
+    "FETCH_MANIFEST": "extract",
+    "FetchResult": "extract",
+    "RegistryClient": "client",
+    "check_ref_for_arch": "client",
+    "fetch_wheels": "extract",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from rocm_bake.registry.client import RegistryClient, check_ref_for_arch
+    from rocm_bake.registry.extract import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
+
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
