@@ -10,6 +10,7 @@ covered, never passed.
 from __future__ import annotations
 
 import shlex
+import sys
 from typing import Any
 
 import pulumi
@@ -26,7 +27,9 @@ TESTED_TARGET = "torch-runtime"
 
 
 def gpu_test_command(arch: str, image_ref: str, host: str | None) -> str:
-    argv = ["rocm-bake", "gpu-test", "--arch", arch, "--image", image_ref, "--target", TESTED_TARGET]
+    """The CLI through this program's own interpreter: ``rocm-bake`` need not be on the plugin's PATH."""
+    argv = [sys.executable, "-m", "rocm_bake", "gpu-test", "--arch", arch, "--image", image_ref,
+            "--target", TESTED_TARGET]
     if host:
         argv += ["--host", host]
     return shlex.join(argv)
@@ -53,9 +56,14 @@ def declare_gpu_test(config: StackConfig, images: dict[str, TargetImage]) -> dic
             triggers=[image.digest],
             opts=pulumi.ResourceOptions(depends_on=[image]),
         )
-    exports: dict[str, Any] = {"gpu_tested": not uncovered and bool(commands)}
+    exports: dict[str, Any] = {}
     if uncovered:
+        exports["gpu_tested"] = False
         exports["gpu_test"] = "; ".join(not_covered_message(a) for a in uncovered)
+    else:
+        # The command's own result: it exits non-zero (failing the update) unless
+        # the test passed, so a completed command is a passed test.
+        exports["gpu_tested"] = pulumi.Output.all(*[c.stdout for c in commands.values()]).apply(lambda _: True)
     if commands:
         exports["gpu_test_output"] = {a: c.stdout for a, c in commands.items()}
     return exports

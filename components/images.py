@@ -38,7 +38,7 @@ class TargetImage(pulumi.ComponentResource):
         }
         self.image = docker_build.Image(
             name,
-            context=docker_build.BuildContextArgs(location=".", named=named or None),
+            context=docker_build.BuildContextArgs(location=spec.context, named=named or None),
             dockerfile=docker_build.DockerfileArgs(location=spec.dockerfile),
             target=spec.stage,
             build_args=spec.build_args,

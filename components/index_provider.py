@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from rocm_bake.arch import validate_arch
-from rocm_bake.index import IndexResult, build_index, index_dir, is_rocm_bake_index, plan_index
-from rocm_bake.index import DEFAULT_ROCM_VERSION
+from components.dynamic import check_inputs, has_unknown
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.index import DEFAULT_ROCM_VERSION, IndexResult, build_index, index_dir, is_rocm_bake_index
+from rocm_bake.index import check_rocm_version, plan_index, tree_matches
 
-#: What the engine passes for a not-yet-known value during preview.
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 #: Changing these moves the index directory, so the old one is replaced.
 REPLACE_KEYS = ("arch", "dist")
 INPUT_KEYS = ("arch", "wheels_dir", "dist", "wheel_url", "rocm_version")
@@ -46,30 +45,52 @@ def outputs(props: dict[str, Any], result: IndexResult) -> dict[str, Any]:
     }
 
 
+def on_disk_sha256(props: dict[str, Any]) -> str | None:
+    """The recorded index digest if ``DIST/index/<arch>/`` still holds exactly that index, else None."""
+    out = Path(props.get("index_dir") or index_dir(Path(props["dist"]), props["arch"]))
+    if not is_rocm_bake_index(out):
+        return None
+    try:
+        plan = plan_index(
+            props["arch"], Path(props["wheels_dir"]), Path(props["dist"]), props.get("wheel_url"),
+            props.get("rocm_version") or DEFAULT_ROCM_VERSION,
+        )
+    except RocmBakeError:
+        return None
+    return plan.index_sha256 if tree_matches(plan) else None
+
+
 class WheelIndexProvider(ResourceProvider):
-    """create/update build; diff plans and compares digests; delete removes DIST/index/<arch>."""
+    """check validates; create/update build; diff plans and compares; read reports what is on disk."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        return check_inputs(news, {"rocm_version": check_rocm_version})
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         result = _build(props)
         return CreateResult(id_=result.index_dir, outs=outputs(props, result))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if any(news.get(k) == UNKNOWN for k in INPUT_KEYS):
+        if has_unknown(news, INPUT_KEYS):
             return DiffResult(changes=True)
         replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
         if replaces:
             return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
-        if not is_rocm_bake_index(Path(olds.get("index_dir") or _id)):
-            return DiffResult(changes=True)  # removed behind our back: rebuild
-        plan = plan_index(
+        plan = plan_index(  # a bad wheel fails the preview here, with the build's own error
             news["arch"], Path(news["wheels_dir"]), Path(news["dist"]), news.get("wheel_url"),
             news.get("rocm_version") or DEFAULT_ROCM_VERSION,
         )
-        return DiffResult(changes=plan.index_sha256 != olds.get("index_sha256"), replaces=[],
-                          stables=["index_dir"])
+        if plan.index_sha256 != olds.get("index_sha256"):
+            return DiffResult(changes=True)
+        # the same index planned: is it still on disk as built? (removed or edited behind our back)
+        return DiffResult(changes=not (is_rocm_bake_index(Path(olds.get("index_dir") or _id)) and tree_matches(plan)))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=outputs(news, _build(news)))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: a deleted or hand-edited index reads back with no digest (drift)."""
+        return ReadResult(id_=id_, outs={**props, "index_sha256": on_disk_sha256(props)})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """Remove the index, but only if it is still one rocm-bake wrote."""
@@ -81,7 +102,8 @@ class WheelIndexProvider(ResourceProvider):
 class WheelIndex(pulumi.dynamic.Resource):
     """``DIST/index/<arch>/`` built from ``wheels_dir`` (pass FetchedWheels' ``wheels_dir`` output).
 
-    Outputs: ``index_dir``, ``wheel_count`` (rocm-torch included),
+    ``arch`` is the stack's PYTORCH_ROCM_ARCH, already validated by the stack
+    config. Outputs: ``index_dir``, ``wheel_count`` (rocm-torch included),
     ``index_sha256`` (stable digest of the index tree), ``metapackage``, ``files``.
     """
 
@@ -101,7 +123,6 @@ class WheelIndex(pulumi.dynamic.Resource):
         opts: pulumi.ResourceOptions | None = None,
         rocm_version: str = DEFAULT_ROCM_VERSION,
     ) -> None:
-        validate_arch(arch)
         props = {
             "arch": arch,
             "wheels_dir": wheels_dir,

@@ -43,7 +43,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
-        return {}, None
+        return {}, []
 
 
 def _clean(value: Any) -> Any:

@@ -13,8 +13,17 @@ the next ``up`` repairs it.
 * ``ReleaseAssets`` (dynamic): the release's assets, via ``rocm_bake.publish.release``.
 * ``PagesIndex`` (dynamic): ``data/wheels/<arch>/`` on gh-pages, one commit.
 
-All work is ``rocm_bake.publish.release``; the token is an input marked secret and is
-never part of a provider object (providers are pickled into state).
+All work is ``rocm_bake.publish.release``. The GitHub token is never a
+resource input nor part of a provider object (providers are pickled into
+state): the dynamic providers read it at run time in ``configure`` (secret
+config ``rocm-bake:githubToken``, else ``GITHUB_TOKEN``), and the github
+provider gets the secret config or reads ``GITHUB_TOKEN`` itself, so a
+rotated token is what ``refresh``, ``destroy`` and a replace use.
+
+One path owns a release: when ``rocm-bake publish`` (or anyone) already made
+the tag's release, the ``Release`` resource adopts it with ``import`` instead
+of failing with 422 ``already_exists``; both paths write the same name and
+body (``rocm_bake.publish.release_text``).
 """
 
 from __future__ import annotations
@@ -25,21 +34,20 @@ from typing import Any
 
 import pulumi
 import pulumi_github as github
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from rocm_bake.arch import validate_arch
+from components.dynamic import has_unknown
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.publish import GitHubClient, GitHubEndpoints
-from rocm_bake.publish import Publisher, commit_pages, git_blob_sha, pages_prefix, release_tag, remote_pages
 from rocm_bake.index import DEFAULT_ROCM_VERSION
+from rocm_bake.publish import GitHubClient, GitHubEndpoints
+from rocm_bake.publish import Publisher, commit_pages, git_blob_sha, pages_prefix, release_tag, release_text, remote_pages
 
-#: What the engine passes for a not-yet-known value during preview.
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 #: A different arch, repo, version or GitHub is a different release: replace.
 REPLACE_KEYS = ("arch", "repo", "rocm_version", "api_url")
-INPUT_KEYS = ("arch", "dist", "repo", "rocm_version", "api_url", "uploads_url", "web_url", "pages_url", "token",
+INPUT_KEYS = ("arch", "dist", "repo", "rocm_version", "api_url", "uploads_url", "web_url", "pages_url",
               "depends_on_digest")
 DEFAULTS = GitHubEndpoints()
+TOKEN_KEY = "rocm-bake:githubToken"
 
 
 def _endpoints(props: dict[str, Any]) -> GitHubEndpoints:
@@ -47,10 +55,6 @@ def _endpoints(props: dict[str, Any]) -> GitHubEndpoints:
                            uploads_url=props.get("uploads_url") or DEFAULTS.uploads_url,
                            web_url=props.get("web_url") or DEFAULTS.web_url,
                            pages_url=props.get("pages_url") or DEFAULTS.pages_url)
-
-
-def _client(props: dict[str, Any]) -> GitHubClient:
-    return GitHubClient(props["repo"], props.get("token") or os.environ.get("GITHUB_TOKEN"), _endpoints(props))
 
 
 def _publisher(props: dict[str, Any], client: GitHubClient) -> Publisher:
@@ -61,8 +65,21 @@ def _inputs(props: dict[str, Any]) -> dict[str, Any]:
     return {k: props.get(k) for k in INPUT_KEYS}
 
 
-def _unknown(props: dict[str, Any]) -> bool:
-    return any(props.get(k) == UNKNOWN for k in INPUT_KEYS)
+class GitHubProvider(ResourceProvider):
+    """Reads the token at run time, never from resource inputs or the pickled provider."""
+
+    _token: str | None = None
+
+    def configure(self, req: ConfigureRequest) -> None:
+        self._token = req.config.get(TOKEN_KEY) or os.environ.get("GITHUB_TOKEN")
+
+    def client(self, props: dict[str, Any]) -> GitHubClient:
+        token = self._token or os.environ.get("GITHUB_TOKEN")
+        if not token:
+            raise RocmBakeError(
+                f"publishing {props.get('arch')}: no GitHub token; set the secret {TOKEN_KEY} or GITHUB_TOKEN"
+            )
+        return GitHubClient(props["repo"], token, _endpoints(props))
 
 
 def _asset_key(assets: list[dict[str, Any]] | None) -> dict[str, tuple[int, str | None]]:
@@ -77,11 +94,11 @@ def _assets_differ(want: list[dict[str, Any]], have: list[dict[str, Any]] | None
     return any(w[n][0] != h[n][0] or (h[n][1] is not None and h[n][1] != w[n][1]) for n in w)
 
 
-class ReleaseAssetsProvider(ResourceProvider):
+class ReleaseAssetsProvider(GitHubProvider):
     """The release's assets = every file of ``DIST/index/<arch>/files/``."""
 
     def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
-        with _client(props) as client:
+        with self.client(props) as client:
             publisher = _publisher(props, client)
             plan, release = publisher.plan(pages=False)
             release, published = publisher.apply_assets(plan, release)
@@ -97,19 +114,19 @@ class ReleaseAssetsProvider(ResourceProvider):
         return UpdateResult(outs=self._apply(news))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if _unknown(news):
+        if has_unknown(news, INPUT_KEYS):
             return DiffResult(changes=True)
         replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
         if replaces:
             return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
-        with _client(news) as client:
+        with self.client(news) as client:
             local = _publisher(news, client).local
         want = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in local.files]
-        return DiffResult(changes=_assets_differ(want, olds.get("assets")), stables=["tag", "wheel_url"])
+        return DiffResult(changes=_assets_differ(want, olds.get("assets")))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: what the release really holds (a hand-deleted or replaced asset shows as drift)."""
-        with _client(props) as client:
+        with self.client(props) as client:
             tag = props.get("tag") or release_tag(props["arch"], props.get("rocm_version") or DEFAULT_ROCM_VERSION)
             release = client.get_release_by_tag(tag)
             assets = client.list_assets(release.id) if release else []
@@ -121,18 +138,18 @@ class ReleaseAssetsProvider(ResourceProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """Remove the assets this resource published (the Release resource removes the release)."""
         names = {a["name"] for a in props.get("assets") or []}
-        with _client(props) as client:
+        with self.client(props) as client:
             release = client.get_release_by_tag(props["tag"])
             for asset in client.list_assets(release.id) if release else []:
                 if asset.name in names:
                     client.delete_asset(asset.id)
 
 
-class PagesIndexProvider(ResourceProvider):
+class PagesIndexProvider(GitHubProvider):
     """``data/wheels/<arch>/`` on gh-pages: the index HTML with hrefs at the release downloads."""
 
     def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
-        with _client(props) as client:
+        with self.client(props) as client:
             publisher = _publisher(props, client)
             commit, files = commit_pages(client, publisher.arch, publisher.tag, publisher.desired)
             return {**_inputs(props), "files": files, "commit": commit, "pages_url": publisher.pages_url}
@@ -145,25 +162,25 @@ class PagesIndexProvider(ResourceProvider):
         return UpdateResult(outs=self._apply(news))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if _unknown(news):
+        if has_unknown(news, INPUT_KEYS):
             return DiffResult(changes=True)
         replaces = [k for k in ("arch", "repo", "api_url") if olds.get(k) != news.get(k)]
         if replaces:
             return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
-        with _client(news) as client:
+        with self.client(news) as client:
             desired = _publisher(news, client).desired
         want = {path: git_blob_sha(data) for path, data in desired.items()}
-        return DiffResult(changes=want != (olds.get("files") or {}), stables=["pages_url"])
+        return DiffResult(changes=want != (olds.get("files") or {}))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: the arch's folder as gh-pages holds it now (an edited page shows as drift)."""
-        with _client(props) as client:
+        with self.client(props) as client:
             _head, _tree, files = remote_pages(client, props["arch"])
         return ReadResult(id_=id_, outs={**props, "files": files})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """One commit removing this arch's folder; other arches' folders stay."""
-        with _client(props) as client:
+        with self.client(props) as client:
             tag = release_tag(props["arch"], props.get("rocm_version") or DEFAULT_ROCM_VERSION)
             commit_pages(client, props["arch"], tag, {})
 
@@ -177,7 +194,6 @@ class ReleaseAssets(pulumi.dynamic.Resource):
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
         outs = {"tag": None, "release_id": None, "assets": None, "asset_count": None, "wheel_url": None}
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["token"]))
         super().__init__(ReleaseAssetsProvider(), name, {**props, **outs}, opts)
 
 
@@ -187,8 +203,17 @@ class PagesIndex(pulumi.dynamic.Resource):
     pages_url: pulumi.Output[str]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["token"]))
         super().__init__(PagesIndexProvider(), name, {**props, "files": None, "commit": None, "pages_url": None}, opts)
+
+
+def existing_release_id(repo_name: str, owner: str, tag: str, provider: github.Provider) -> str | None:
+    """The id of the tag's release if one exists already (made by ``rocm-bake publish``), for ``import``."""
+    try:
+        found = github.get_release(owner=owner, repository=repo_name, retrieve_by="tag", release_tag=tag,
+                                   opts=pulumi.InvokeOptions(provider=provider))
+    except Exception:  # noqa: BLE001 - the data source fails when there is no such release: nothing to adopt
+        return None
+    return str(found.release_id) if found.release_id else None
 
 
 class PublishedIndex(pulumi.ComponentResource):
@@ -196,7 +221,8 @@ class PublishedIndex(pulumi.ComponentResource):
 
     ``depends_on_digest`` should be the WheelIndex's ``index_sha256`` output,
     so publishing waits for (and re-diffs on) the index this program built.
-    Outputs: ``release_tag``, ``asset_count``, ``pages_url``.
+    ``token`` is the secret config value, or None to let the github provider
+    read ``GITHUB_TOKEN`` itself. Outputs: ``release_tag``, ``asset_count``, ``pages_url``.
     """
 
     release_tag: pulumi.Output[str]
@@ -211,31 +237,29 @@ class PublishedIndex(pulumi.ComponentResource):
         repo: str,
         rocm_version: str,
         api_url: str,
-        token: "pulumi.Input[str]",
+        token: "pulumi.Output[str] | None",
         opts: pulumi.ResourceOptions | None = None,
         *,
         depends_on_digest: "pulumi.Input[str] | None" = None,
         endpoints: GitHubEndpoints | None = None,
     ) -> None:
         super().__init__("rocm-bake:publish:PublishedIndex", name, None, opts)
-        validate_arch(arch)
-        if repo.count("/") != 1:
-            raise RocmBakeError(f"rocm-bake:githubRepo {repo!r}: expected OWNER/NAME")
         owner, repo_name = repo.split("/")
         ends = (endpoints or GitHubEndpoints()).model_copy(update={"api_url": api_url})
         tag = release_tag(arch, rocm_version)
-        secret = pulumi.Output.secret(token)
-        child = pulumi.ResourceOptions(parent=self)
-        provider = github.Provider(f"{name}-github", owner=owner, token=secret,
-                                   base_url=api_url.rstrip("/") + "/", opts=child)
+        title, body = release_text(arch, rocm_version)
+        provider = github.Provider(f"{name}-github", owner=owner, token=token,
+                                   base_url=api_url.rstrip("/") + "/", opts=pulumi.ResourceOptions(parent=self))
+        adopt = existing_release_id(repo_name, owner, tag, provider)
         release = github.Release(
-            f"{name}-release", repository=repo_name, tag_name=tag, name=f"Wheels for {arch} (ROCm {rocm_version})",
-            body=f"Wheels for {arch} only; install through the index at data/wheels/{arch}/.",
-            draft=False, prerelease=False, opts=pulumi.ResourceOptions(parent=self, provider=provider),
+            f"{name}-release", repository=repo_name, tag_name=tag, name=title, body=body,
+            draft=False, prerelease=False,
+            opts=pulumi.ResourceOptions(parent=self, provider=provider,
+                                        import_=f"{repo_name}:{adopt}" if adopt else None),
         )
         props = {"arch": arch, "dist": str(dist), "repo": repo, "rocm_version": rocm_version,
                  "api_url": ends.api_url, "uploads_url": ends.uploads_url, "web_url": ends.web_url,
-                 "pages_url": ends.pages_url, "token": secret, "depends_on_digest": depends_on_digest}
+                 "pages_url": ends.pages_url, "depends_on_digest": depends_on_digest}
         assets = ReleaseAssets(f"{name}-assets", props, pulumi.ResourceOptions(parent=self, depends_on=[release]))
         pages = PagesIndex(f"{name}-pages", {**props, "depends_on_digest": assets.asset_count.apply(str)},
                            pulumi.ResourceOptions(parent=self, depends_on=[assets]))
@@ -249,19 +273,23 @@ class PublishedIndex(pulumi.ComponentResource):
                                "pages_url": self.pages_url})
 
 
-def declare_publish(config: Any, depends_on_digest: "pulumi.Input[str] | None" = None) -> dict[str, Any]:
-    """Declare publishing for a per-arch stack when ``rocm-bake:publish`` is true; nothing otherwise.
+def declare_publish(config: Any, token: "pulumi.Output[str] | None",
+                    depends_on_digest: "pulumi.Input[str] | None" = None) -> dict[str, Any]:
+    """Declare publishing when ``rocm-bake:publish`` is true; nothing otherwise.
 
-    Token: ``rocm-bake:githubToken`` (a secret) or ``GITHUB_TOKEN``; absent is a
-    clear error at declaration, before anything is created.
+    ``token`` is ``rocm-bake:githubToken`` read with ``get_secret`` (or None:
+    ``GITHUB_TOKEN`` then). Neither present is a clear error at declaration,
+    before anything is created.
     """
     if not config.publish:
         return {"publish": "not declared: rocm-bake:publish is false (publishing is a separate decision)"}
-    if config.is_fat:
-        return {"publish": "not declared: fat build (the per-arch stacks publish the per-arch indexes)"}
-    token = config.publish_token()
-    (arch,) = config.arches
-    published = PublishedIndex(f"publish-{arch}", arch, config.dist, config.github_repo, config.rocm_version,
-                               config.github_api_url, token, depends_on_digest=depends_on_digest)
+    if token is None and not os.environ.get("GITHUB_TOKEN"):
+        raise RocmBakeError(
+            f"stack {config.stack}: rocm-bake:publish is true but there is no GitHub token; run "
+            f"`pulumi config set --secret {TOKEN_KEY} …` or set GITHUB_TOKEN"
+        )
+    published = PublishedIndex(f"publish-{config.index_name}", config.pytorch_rocm_arch, config.dist,
+                               config.github_repo, config.rocm_version, config.github_api_url, token,
+                               depends_on_digest=depends_on_digest)
     return {"release_tag": published.release_tag, "asset_count": published.asset_count,
             "pages_url": published.pages_url}

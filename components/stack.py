@@ -1,8 +1,12 @@
-"""The whole per-arch stack: images, then (as they land) wheels, index, publish, GPU test."""
+"""The whole stack: images, then wheels, index, publish and the GPU test.
+
+Config is read and validated once, here at the edge, into a ``StackConfig``
+whose arches are already checked; the components below take it as it is.
+"""
 
 from __future__ import annotations
 
-import os
+import json
 from typing import Any
 
 import pulumi
@@ -16,42 +20,58 @@ from rocm_bake.config import KEYS, StackConfig, stack_config_from_mapping
 from rocm_bake.image_plan import image_specs
 from rocm_bake.manifests import Targets, load_targets
 
+#: Keys read as structured values (a YAML mapping in the stack file) rather than strings.
+OBJECT_KEYS = frozenset({"buildArgs"})
+#: Keys read with ``get_secret``: never a plain value in the program.
+SECRET_KEYS = frozenset({"githubToken"})
+
 
 def read_config() -> StackConfig:
-    """Read every ``rocm-bake:*`` key once; bad config fails naming the key."""
+    """Read every ``rocm-bake:*`` key once; bad config fails naming the key.
+
+    Narrowing a run to some targets is the engine's job (``pulumi up --target
+    URN --target-dependents``), never done by undeclaring resources: an
+    undeclared resource is one the engine deletes.
+    """
     stack = pulumi.get_stack()
     raw = pulumi.Config("rocm-bake")
-    values = {f"rocm-bake:{key}": raw.get(key) for key in KEYS if raw.get(key) is not None}
-    # `rocm-bake arches --target` narrows a pass without rewriting stack files.
-    if os.environ.get("ROCM_BAKE_TARGETS"):
-        values["rocm-bake:targets"] = os.environ["ROCM_BAKE_TARGETS"]
+    values: dict[str, Any] = {}
+    for key in KEYS:
+        if key in SECRET_KEYS:
+            continue
+        value = raw.get_object(key) if key in OBJECT_KEYS else raw.get(key)
+        if value is not None:
+            values[f"rocm-bake:{key}"] = json.dumps(value) if key in OBJECT_KEYS else value
     return stack_config_from_mapping(stack, values, f"stack {stack} config")
+
+
+def github_token() -> "pulumi.Output[str] | None":
+    """``rocm-bake:githubToken`` as a secret Output (None when unset: GITHUB_TOKEN then)."""
+    return pulumi.Config("rocm-bake").get_secret("githubToken")
 
 
 def declare_wheel_pipeline(
     config: StackConfig, targets: Targets, images: dict[str, TargetImage]
 ) -> dict[str, Any]:
-    """Fetch this arch's wheels out of its images (by digest), index them, maybe publish.
+    """Fetch this stack's wheels out of its images (by digest), index them, maybe publish.
 
-    A fat build has no per-arch index of its own (each index declares only
-    its own arch's extra; the per-arch stacks serve those), and unpushed
-    images cannot be read back from the registry, so neither declares one.
+    A fat stack is a full stack: its wheels carry every arch's code objects,
+    so it gets its own index (``index/gfx950-gfx1201/``) offering the
+    combined extra.
     """
-    if config.is_fat:
-        return {"wheels": "not declared: fat build (per-arch stacks serve the per-arch indexes)"}
     if not config.push:
         return {"wheels": "not declared: rocm-bake:push is false, images never reach the registry"}
     producers = [images[t.name] for t in targets.targets if t.wheels and t.name in images]
     if not producers:
         return {"wheels": "not declared: no selected target produces wheels"}
-    (arch,) = config.arches
+    name = config.index_name
     fetched = FetchedWheels(
-        f"wheels-{arch}", arch, [image.ref for image in producers], config.dist,
+        f"wheels-{name}", config.pytorch_rocm_arch, [image.ref for image in producers], config.dist,
         opts=pulumi.ResourceOptions(depends_on=producers),
     )
     index = WheelIndex(
-        f"index-{arch}", arch, fetched.wheels_dir, config.dist, rocm_version=config.rocm_version,
-        opts=pulumi.ResourceOptions(depends_on=[fetched]),
+        f"index-{name}", config.pytorch_rocm_arch, fetched.wheels_dir, config.dist,
+        rocm_version=config.rocm_version, opts=pulumi.ResourceOptions(depends_on=[fetched]),
     )
     exports: dict[str, Any] = {
         "wheels_dir": fetched.wheels_dir,
@@ -61,7 +81,8 @@ def declare_wheel_pipeline(
     }
     # Publishing is a separate decision (rocm-bake:publish), and it publishes
     # what this index holds rather than fetching again.
-    exports.update(declare_publish(config, depends_on_digest=index.index_sha256))
+    exports.update(declare_publish(config, github_token() if config.publish else None,
+                                   depends_on_digest=index.index_sha256))
     return exports
 
 

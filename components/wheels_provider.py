@@ -18,17 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from rocm_bake.arch import validate_arch
+from components.dynamic import check_inputs, has_unknown
 from rocm_bake.registry import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
-from rocm_bake.registry import RegistryClient, check_ref_for_arch
+from rocm_bake.registry import RegistryClient, check_ref_for_arch, read_fetch_manifest, reusable
 
-#: What the engine passes for a not-yet-known value during preview.
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 #: Changing these moves the output directory, so the old one is replaced
 #: (deleted first: "dist" and "./dist" are the same directory).
 REPLACE_KEYS = ("arch", "dist")
+INPUT_KEYS = ("arch", "image_refs", "dist", "wheel_dir")
 
 
 def combined_digest(digests: Sequence[str]) -> str:
@@ -56,7 +55,7 @@ def resolve_digests(arch: str, refs: Sequence[str]) -> list[str]:
 def outputs(props: dict[str, Any], result: FetchResult) -> dict[str, Any]:
     digests = [image.manifest_digest for image in result.images]
     return {
-        **props,
+        **{k: props.get(k) for k in INPUT_KEYS},
         "wheels_dir": result.wheels_dir,
         "manifest_digest": combined_digest(digests),
         "manifest_digests": digests,
@@ -66,33 +65,65 @@ def outputs(props: dict[str, Any], result: FetchResult) -> dict[str, Any]:
     }
 
 
+def on_disk(wheels_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """(digests, wheels) that ``wheels_dir`` really holds now; empty when gone or tampered with."""
+    manifest = read_fetch_manifest(wheels_dir)
+    if manifest is None or not all(reusable(image, wheels_dir) for image in manifest.images):
+        return [], []
+    wheels = [w.model_dump() for image in manifest.images for w in image.wheels]
+    return [image.manifest_digest for image in manifest.images], sorted(wheels, key=lambda w: w["name"])
+
+
 def run_fetch(props: dict[str, Any]) -> FetchResult:
     return fetch_wheels(
         props["arch"], list(props["image_refs"]), Path(props["dist"]), wheel_dir=props["wheel_dir"]
     )
 
 
+def _check_refs(props: dict[str, Any]) -> None:
+    for ref in props.get("image_refs") or []:
+        if ref != "" and not has_unknown({"r": ref}, ["r"]):
+            check_ref_for_arch(ref, props["arch"])
+
+
 class FetchedWheelsProvider(ResourceProvider):
-    """create/update fetch; diff compares digests; delete removes the arch directory."""
+    """check validates; create/update fetch; diff compares digests; read reports what is on disk."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        return check_inputs(news, {"image_refs": lambda _refs: _check_refs(news)})
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         result = run_fetch(props)
         return CreateResult(id_=result.wheels_dir, outs=outputs(props, result))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        refs = list(news.get("image_refs") or [])
-        if UNKNOWN in refs or news.get("image_refs") == UNKNOWN:
+        if has_unknown(news, INPUT_KEYS):
             return DiffResult(changes=True)
         replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
         if replaces:
             return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
         if olds.get("wheel_dir") != news.get("wheel_dir"):
             return DiffResult(changes=True)
-        changed = resolve_digests(news["arch"], refs) != list(olds.get("manifest_digests") or [])
-        return DiffResult(changes=changed, replaces=[], stables=["wheels_dir"])
+        refs = list(news.get("image_refs") or [])
+        # docker-build reports an image it will rebuild as its bare tag with no
+        # digest during preview: that is "changes", not the old digest again.
+        if any("@sha256:" not in ref for ref in refs):
+            return DiffResult(changes=True)
+        digests, _wheels = on_disk(Path(olds.get("wheels_dir") or _id))
+        if digests != list(olds.get("manifest_digests") or []):
+            return DiffResult(changes=True)  # deleted or edited behind our back
+        return DiffResult(changes=resolve_digests(news["arch"], refs) != digests)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=outputs(news, run_fetch(news)))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: what ``DIST/wheels/<arch>/`` holds now (a deleted directory reads as empty)."""
+        digests, wheels = on_disk(Path(props.get("wheels_dir") or id_))
+        return ReadResult(id_=id_, outs={
+            **props, "manifest_digests": digests, "manifest_digest": combined_digest(digests) if digests else None,
+            "wheel_count": len(wheels), "wheels": wheels,
+        })
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """Remove the arch directory, but only if it is still the one rocm-bake wrote."""
@@ -101,31 +132,15 @@ class FetchedWheelsProvider(ResourceProvider):
             shutil.rmtree(out)
 
 
-def validated_refs(arch: str, image_ref: "pulumi.Input[str] | Sequence[pulumi.Input[str]]") -> pulumi.Output[list[str]]:
-    """One ref or several, each checked against ``arch`` as soon as it is known."""
-    if isinstance(image_ref, (list, tuple)):
-        refs = pulumi.Output.all(*image_ref)
-    else:
-        refs = pulumi.Output.from_input(image_ref).apply(lambda r: [r])
-
-    def check(values: list[str]) -> list[str]:
-        for value in values:
-            check_ref_for_arch(value, arch)
-        return list(values)
-
-    for value in image_ref if isinstance(image_ref, (list, tuple)) else [image_ref]:
-        if isinstance(value, str):
-            check_ref_for_arch(value, arch)  # a plain string fails at declaration
-    return refs.apply(check)
-
-
 class FetchedWheels(pulumi.dynamic.Resource):
-    """``DIST/wheels/<arch>/`` filled from ``image_ref`` (one ref or a list).
+    """``DIST/wheels/<arch>/`` filled from ``image_refs``.
 
-    Pass the docker-build Image's ``ref`` output (``repo:<arch>-rocm<v>@sha256:…``)
-    so the extraction depends on the image resource. Outputs: ``wheels_dir``,
-    ``manifest_digest`` (combined for several images), ``manifest_digests``,
-    ``wheel_count``, ``wheels`` (name, sha256, size), ``bytes_fetched``.
+    Pass the docker-build Images' ``ref`` outputs (``repo:<arch>-rocm<v>@sha256:…``)
+    so the extraction depends on the image resources. ``arch`` is the stack's
+    PYTORCH_ROCM_ARCH, already validated by the stack config. Outputs:
+    ``wheels_dir``, ``manifest_digest`` (combined for several images),
+    ``manifest_digests``, ``wheel_count``, ``wheels`` (name, sha256, size),
+    ``bytes_fetched``.
     """
 
     wheels_dir: pulumi.Output[str]
@@ -134,22 +149,19 @@ class FetchedWheels(pulumi.dynamic.Resource):
     wheel_count: pulumi.Output[int]
     wheels: pulumi.Output[list[dict[str, Any]]]
     bytes_fetched: pulumi.Output[int]
-    image_refs: pulumi.Output[list[str]]
 
     def __init__(
         self,
         name: str,
         arch: str,
-        image_ref: "pulumi.Input[str] | Sequence[pulumi.Input[str]]",
+        image_refs: Sequence["pulumi.Input[str]"],
         dist: str,
         opts: pulumi.ResourceOptions | None = None,
         wheel_dir: str = DEFAULT_WHEEL_DIR,
     ) -> None:
-        validate_arch(arch)
-        refs = validated_refs(arch, image_ref)
         props = {
             "arch": arch,
-            "image_refs": refs,
+            "image_refs": list(image_refs),
             "dist": str(dist),
             "wheel_dir": wheel_dir,
             "wheels_dir": None,
@@ -160,5 +172,3 @@ class FetchedWheels(pulumi.dynamic.Resource):
             "bytes_fetched": None,
         }
         super().__init__(FetchedWheelsProvider(), name, props, opts)
-        #: The checked refs as declared: carries the image resources as dependencies.
-        self.image_refs_input = refs

@@ -38,6 +38,8 @@ KEYS: dict[str, str] = {
     "githubToken": "github_token",
     "gpuHost": "gpu_host",
     "gpuTest": "gpu_test",
+    "dockerfileDir": "dockerfile_dir",
+    "buildArgs": "build_args",
 }
 FIELD_TO_KEY = {v: k for k, v in KEYS.items()}
 
@@ -65,6 +67,14 @@ class StackConfig(BaseModel):
     github_token: str | None = None
     gpu_host: str | None = None
     gpu_test: bool = True
+    #: Where the targets' Dockerfiles live (same file names as targets.yml):
+    #: ``dockerfiles/demo`` holds stand-ins with the same stage graph, so the
+    #: demo stacks differ from the real ones only in configuration.
+    dockerfile_dir: str = "dockerfiles"
+    #: Extra build args for every target, e.g. the base images
+    #: (``ROCM_IMAGE``, ``PYTHON_IMAGE``). They are the same for every arch, so
+    #: the shared triton-wheel cache stays shared.
+    build_args: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("pytorch_rocm_arch")
     @classmethod
@@ -106,6 +116,11 @@ class StackConfig(BaseModel):
         return f"{self.arch_label}-rocm{self.rocm_version}"
 
     @property
+    def index_name(self) -> str:
+        """The index directory, release and gh-pages folder name: ``gfx950`` or ``gfx950-gfx1201``."""
+        return "-".join(self.arches)
+
+    @property
     def effective_cache_arch(self) -> str:
         return self.cache_arch or self.arch_label
 
@@ -138,6 +153,13 @@ def _coerce(field: str, value: Any) -> Any:
         return value
     if field == "prebuild_kernels":
         return int(value) if value.strip().lstrip("-").isdigit() else value
+    if field == "build_args":
+        import json
+
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
     if field == "targets":
         return [t.strip() for t in value.replace(",", " ").split() if t.strip()]
     return value

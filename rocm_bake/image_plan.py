@@ -20,6 +20,9 @@ class ImageSpec(BaseModel):
 
     target: str
     dockerfile: str
+    #: Holds only what the Dockerfiles copy: a context of the whole repo would
+    #: change with every ``dist/`` or ``.git/`` write and rebuild every image.
+    context: str
     stage: str
     tag: str
     build_args: dict[str, str]
@@ -51,7 +54,7 @@ def build_args(config: StackConfig, policy: ArchPolicy, target: Target) -> dict[
     A target with no device code gets no arch args at all, so its layers are
     byte-identical across arches and the shared cache ref really is shared.
     """
-    args = {"ROCM_VERSION": config.rocm_version}
+    args = {**config.build_args, "ROCM_VERSION": config.rocm_version}
     if not target.device_code:
         return args
     args.update(
@@ -65,6 +68,16 @@ def build_args(config: StackConfig, policy: ArchPolicy, target: Target) -> dict[
         }
     )
     return args
+
+
+def dockerfile_path(config: StackConfig, target: Target) -> str:
+    """The target's Dockerfile in the stack's ``dockerfileDir`` (demo stacks use stand-ins)."""
+    return f"{config.dockerfile_dir.rstrip('/')}/{target.dockerfile.rsplit('/', 1)[-1]}"
+
+
+def context_dir(config: StackConfig) -> str:
+    """The build context: ``<dockerfileDir>/context``, never the repo root."""
+    return f"{config.dockerfile_dir.rstrip('/')}/context"
 
 
 def selected_targets(config: StackConfig, targets: Targets) -> list[Target]:
@@ -90,12 +103,32 @@ def selected_targets(config: StackConfig, targets: Targets) -> list[Target]:
     return [t for t in ordered if t.name in needed]
 
 
+def check_push(config: StackConfig, selected: list[Target]) -> None:
+    """``push: false`` only where nothing reads an image back from the registry.
+
+    Dependants get their dependencies as named contexts ``docker-image://ref``,
+    which BuildKit resolves in the registry: an unpushed tag is not there.
+    """
+    if config.push:
+        return
+    needing = [t.name for t in selected if t.depends_on]
+    if needing:
+        raise RocmBakeError(
+            f"rocm-bake:push is false, but {', '.join(needing)} read their dependencies from the registry "
+            "(BuildKit named contexts); set rocm-bake:push true or narrow rocm-bake:targets to targets "
+            "without dependencies"
+        )
+
+
 def image_specs(config: StackConfig, targets: Targets) -> list[ImageSpec]:
     policy = config.policy()
+    selected = selected_targets(config, targets)
+    check_push(config, selected)
     return [
         ImageSpec(
             target=t.name,
-            dockerfile=t.dockerfile,
+            dockerfile=dockerfile_path(config, t),
+            context=context_dir(config),
             stage=t.stage,
             tag=f"{image_repo(config, t.name)}:{config.image_tag}",
             build_args=build_args(config, policy, t),
@@ -105,5 +138,5 @@ def image_specs(config: StackConfig, targets: Targets) -> list[ImageSpec]:
             builder=config.builder,
             push=config.push,
         )
-        for t in selected_targets(config, targets)
+        for t in selected
     ]

@@ -6,7 +6,11 @@ without a node making the whole build not GPU-tested), gpuTest off, and the
 gpuHost override.
 """
 
+import sys
+
 import pytest
+
+from components.plan_runtime import UNKNOWN_AFTER_APPLY
 
 from rocm_bake.config import load_stack_config
 from rocm_bake.errors import RocmBakeError
@@ -33,7 +37,10 @@ def test_fat_build_tests_each_arch_on_its_own_node():
     for inputs in commands.values():
         assert inputs["triggers"] == [torch_digest(exports)]
         assert f"--image {exports['images']['torch-runtime']}" in inputs["create"]  # by digest
-    assert exports["gpu_tested"] is True and "gpu_test" not in exports
+    # the commands' own result: only known once they have run (they fail the update unless the test passed)
+    assert exports["gpu_tested"] == UNKNOWN_AFTER_APPLY and "gpu_test" not in exports
+    for inputs in commands.values():  # through this program's interpreter, not a `rocm-bake` on PATH
+        assert inputs["create"].startswith(f"{sys.executable} -m rocm_bake gpu-test ")
 
 
 def test_fat_build_with_an_uncovered_arch_is_not_gpu_tested():

@@ -9,7 +9,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.index_provider import UNKNOWN, WheelIndex, WheelIndexProvider
+from components.dynamic import UNKNOWN
+from components.index_provider import WheelIndex, WheelIndexProvider
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import build_index
 
@@ -107,6 +108,23 @@ def test_resource_declares_inputs_and_outputs() -> None:
     assert all(isinstance(o, pulumi.Output) for o in seen["outputs"])
 
 
-def test_bad_arch_refused_at_declaration() -> None:
-    with pytest.raises(RocmBakeError, match="unknown architecture"):
-        WheelIndex("bad", "gfx951", "dist/wheels/gfx951", "dist")
+def test_check_refuses_a_bad_rocm_version_in_preview() -> None:
+    """The arch arrives validated from the stack config; the provider's check covers its own inputs."""
+    failures = WheelIndexProvider().check({}, {**props(Path("dist")), "rocm_version": "10.1"}).failures
+    assert [f.property for f in failures] == ["rocm_version"]
+    assert WheelIndexProvider().check({}, props(Path("dist"))).failures == []
+
+
+def test_refresh_reports_a_deleted_or_edited_index(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    arch_wheel_set(dist / "wheels" / "gfx950", "gfx950")
+    provider = WheelIndexProvider()
+    news = props(dist)
+    created = provider.create(news)
+    assert provider.read(created.id, created.outs).outs["index_sha256"] == created.outs["index_sha256"]
+    page = Path(created.id) / "index.html"
+    page.write_text(page.read_text() + "<!-- edited by hand -->")
+    assert provider.read(created.id, created.outs).outs["index_sha256"] is None
+    assert provider.diff(created.id, created.outs, news).changes is True
+    provider.update(created.id, created.outs, news)
+    assert provider.diff(created.id, created.outs, news).changes is False

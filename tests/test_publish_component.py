@@ -8,6 +8,9 @@ from typing import Any
 import pulumi
 import pytest
 
+from pulumi.dynamic import ConfigureRequest
+from pulumi.dynamic.config import Config
+
 from components.publish import PagesIndexProvider, ReleaseAssetsProvider, declare_publish
 from rocm_bake.config import stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
@@ -22,11 +25,18 @@ def props(gh: FakeGitHub, dist: Path, **extra: Any) -> dict[str, Any]:
     e = gh.endpoints()
     return {"arch": ARCH, "dist": str(dist), "repo": gh.full_name, "rocm_version": "10.1.0", "api_url": e.api_url,
             "uploads_url": e.uploads_url, "web_url": e.web_url, "pages_url": e.pages_url,
-            "token": gh.state.token, "depends_on_digest": "x", **extra}
+            "depends_on_digest": "x", **extra}
+
+
+def configured(provider_type: type, gh: FakeGitHub, monkeypatch: pytest.MonkeyPatch | None = None):
+    """A provider as the engine makes it: token from the stack's secret config in ``configure``."""
+    provider = provider_type()
+    provider.configure(ConfigureRequest(Config({"rocm-bake:githubToken": gh.state.token}, "rocm-bake")))
+    return provider
 
 
 def test_release_assets_create_diff_refresh_repair_delete(gh: FakeGitHub, dist: Path) -> None:
-    provider = ReleaseAssetsProvider()
+    provider = configured(ReleaseAssetsProvider, gh)
     p = props(gh, dist)
     gh.state.releases[99] = {"id": 99, "tag_name": release_tag(ARCH), "name": "n", "draft": False}  # the Release resource
     created = provider.create(p)
@@ -51,7 +61,7 @@ def test_release_assets_create_diff_refresh_repair_delete(gh: FakeGitHub, dist: 
 
 
 def test_release_assets_drift_by_replaced_bytes(gh: FakeGitHub, dist: Path) -> None:
-    provider = ReleaseAssetsProvider()
+    provider = configured(ReleaseAssetsProvider, gh)
     p = props(gh, dist)
     created = provider.create(p)  # creates the release itself when absent (CLI path)
     asset = next(a for a in gh.state.assets.values() if a["name"].endswith(".metadata"))
@@ -63,8 +73,8 @@ def test_pages_index_create_diff_refresh_repair_delete(gh: FakeGitHub, tmp_path:
     build_arch_index(tmp_path, "gfx1201", ["nixl"])
     build_arch_index(tmp_path, ARCH, ["torch", "triton"])
     dist = tmp_path / "dist"
-    other = PagesIndexProvider().create(props(gh, dist, arch="gfx1201"))
-    provider = PagesIndexProvider()
+    other = configured(PagesIndexProvider, gh).create(props(gh, dist, arch="gfx1201"))
+    provider = configured(PagesIndexProvider, gh)
     p = props(gh, dist)
     created = provider.create(p)
     assert created.outs["commit"] == gh.state.refs["refs/heads/gh-pages"]
@@ -98,8 +108,8 @@ class Mocks(pulumi.runtime.Mocks):
         self.resources.append(args)
         return f"{args.name}-id", dict(args.inputs)
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
-        return {}, None
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
+        return {}, []
 
 
 def declared(config: dict[str, str], monkeypatch: pytest.MonkeyPatch, stack: str = ARCH) -> tuple[list, dict]:
@@ -110,7 +120,9 @@ def declared(config: dict[str, str], monkeypatch: pytest.MonkeyPatch, stack: str
 
     @pulumi.runtime.test
     def program():
-        exports = declare_publish(stack_config_from_mapping(stack, config, "test"), depends_on_digest="sha")
+        token = config.get("rocm-bake:githubToken")
+        exports = declare_publish(stack_config_from_mapping(stack, config, "test"),
+                                  pulumi.Output.secret(token) if token else None, depends_on_digest="sha")
         outs = {k: v for k, v in exports.items() if isinstance(v, pulumi.Output)}
         seen.update({k: v for k, v in exports.items() if not isinstance(v, pulumi.Output)})
         if not outs:
@@ -144,25 +156,30 @@ def test_publish_true_declares_release_assets_and_pages_for_that_arch(monkeypatc
     assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
 
 
-def test_publish_token_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
-    pulumi.runtime.set_mocks(Mocks(), project="rocm-bake", stack=ARCH, preview=False)
-    from components.publish import PublishedIndex
+def test_token_is_no_resource_input_and_not_in_the_pickled_provider(gh: FakeGitHub,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Providers are pickled into state: the token must live only in the provider process, read at run time."""
+    import dill
 
-    flags: list[bool] = []
+    resources, _ = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "ghp_secret_x",
+                             "rocm-bake:githubRepo": "octo/rocm-bake"}, monkeypatch)
+    for r in resources:
+        if r.typ == "pulumi-python:dynamic:Resource":
+            assert "token" not in r.inputs
+            assert b"ghp_secret_x" not in dill.dumps(r.inputs.get("__provider", ""))
+    (github_provider,) = [r for r in resources if r.typ == "pulumi:providers:github"]
+    assert "ghp_secret_x" in str(github_provider.inputs["token"])  # a secret: encrypted in state
 
-    @pulumi.runtime.test
-    def check():
-        published = PublishedIndex("q", ARCH, "dist", "octo/rocm-bake", "10.1.0", "https://api.github.com", "ghp_t")
+    def bearer(provider: ReleaseAssetsProvider) -> str:
+        with provider.client(props(gh, Path("dist"))) as client:
+            return client._http.headers["Authorization"]
 
-        async def secret() -> None:
-            flags.append(await published.assets.token.is_secret())
-            flags.append(await published.pages.token.is_secret())
-
-        return pulumi.Output.from_input(secret())
-
-    check()
-    assert flags == [True, True]
+    assert bearer(configured(ReleaseAssetsProvider, gh)) == f"Bearer {gh.state.token}"
+    monkeypatch.setenv("GITHUB_TOKEN", "from-env")  # a rotated token in the environment is what runs
+    assert bearer(ReleaseAssetsProvider()) == "Bearer from-env"
+    monkeypatch.delenv("GITHUB_TOKEN")
+    with pytest.raises(RocmBakeError, match="no GitHub token"):
+        ReleaseAssetsProvider().client(props(gh, Path("dist")))
 
 
 def test_publish_true_without_token_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,7 +187,9 @@ def test_publish_true_without_token_is_a_clear_error(monkeypatch: pytest.MonkeyP
         declared({"rocm-bake:publish": "true"}, monkeypatch)
 
 
-def test_fat_build_declares_no_publish(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fat_build_publishes_its_own_release(monkeypatch: pytest.MonkeyPatch) -> None:
     resources, exports = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "t",
                                    "rocm-bake:pytorchRocmArch": "gfx950;gfx1201"}, monkeypatch, stack="fat")
-    assert resources == [] and "fat build" in exports["publish"]
+    (release,) = [r for r in resources if r.typ == "github:index/release:Release"]
+    assert release.inputs["tagName"] == "wheels-gfx950-gfx1201-rocm10.1.0"
+    assert exports["release_tag"] == "wheels-gfx950-gfx1201-rocm10.1.0"

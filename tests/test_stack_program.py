@@ -117,11 +117,16 @@ def test_publish_on_declares_release_per_arch(monkeypatch):
     assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
 
 
-def test_fat_build_declares_no_index_or_publish(monkeypatch):
+def test_fat_build_is_a_full_stack(monkeypatch):
+    """One fat binary, one index of its own (index/gfx950-gfx1201/), its own release when publishing."""
     monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
     resources, _, exports = declare("fat-gfx950-gfx1201", {"rocm-bake:publish": "true"})
-    assert not [r for r in resources if r.typ == "pulumi-python:dynamic:Resource"]
-    assert exports["wheels"].startswith("not declared: fat build")
+    dynamic = {r.name: r.inputs for r in resources if r.typ == "pulumi-python:dynamic:Resource"}
+    assert dynamic["wheels-gfx950-gfx1201"]["arch"] == "gfx950;gfx1201"
+    assert all(":gfx950_gfx1201-rocm10.1.0@" in ref for ref in dynamic["wheels-gfx950-gfx1201"]["image_refs"])
+    assert dynamic["index-gfx950-gfx1201"]["index_dir"].endswith("index/gfx950-gfx1201")
+    (release,) = [r for r in resources if r.typ == "github:index/release:Release"]
+    assert release.inputs["tagName"] == "wheels-gfx950-gfx1201-rocm10.1.0"
 
 
 def test_gpu_test_declared_where_a_node_has_the_card():
@@ -131,7 +136,7 @@ def test_gpu_test_declared_where_a_node_has_the_card():
     assert "--arch gfx1151" in command.inputs["create"] and "--host snoc-strix" in command.inputs["create"]
     digest = exports["images"]["torch-runtime"].split("@")[1]
     assert command.inputs["triggers"] == [digest]  # re-runs when the image digest changes
-    assert exports["gpu_tested"] is True
+    assert exports["gpu_tested"] == "(known after apply)"  # the command's own result
 
 
 @pytest.mark.parametrize("stack", ["gfx950", "gfx1250"])

@@ -11,7 +11,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.wheels_provider import UNKNOWN, FetchedWheels, FetchedWheelsProvider, combined_digest
+from components.dynamic import UNKNOWN
+from components.wheels_provider import FetchedWheels, FetchedWheelsProvider, combined_digest
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import FETCH_MANIFEST
 
@@ -45,13 +46,15 @@ def test_create_diff_update_delete_keyed_on_digest(registry: Registry, tmp_path:
     assert outs["manifest_digest"] == first and outs["manifest_digests"] == [first]
     assert outs["wheel_count"] == 1
     assert outs["wheels"] == [{"name": name, "sha256": hashlib.sha256(b"one").hexdigest(), "size": 3}]
-    # same digest, however it is spelled: no change
-    assert provider.diff(created.id, outs, news).changes is False
+    # the same pinned digest: no change
     pinned = {**news, "image_refs": [f"{registry.address}/rocm-bake/prov-torch:{TAG}@{first}"]}
     assert provider.diff(created.id, outs, pinned).changes is False
-    # a new image behind the same tag: a change, and update re-extracts
+    # a bare tag is what docker-build reports in preview for an image it will
+    # rebuild: that is a change, never "the old digest again"
+    assert provider.diff(created.id, outs, news).changes is True
+    # a new image pinned by its new digest: a change, and update re-extracts
     second = push(registry, "rocm-bake/prov-torch", {name: b"two"})
-    diff = provider.diff(created.id, outs, news)
+    diff = provider.diff(created.id, outs, {**news, "image_refs": [f"{registry.address}/rocm-bake/prov-torch:{TAG}@{second}"]})
     assert diff.changes is True and not diff.replaces
     updated = provider.update(created.id, outs, news).outs
     assert updated["manifest_digest"] == second
@@ -62,6 +65,27 @@ def test_create_diff_update_delete_keyed_on_digest(registry: Registry, tmp_path:
     assert moved.changes and moved.replaces == ["dist"] and moved.delete_before_replace
     provider.delete(created.id, updated)
     assert not Path(updated["wheels_dir"]).exists()
+
+
+def test_refresh_and_diff_notice_a_deleted_wheel_directory(registry: Registry, tmp_path: Path) -> None:
+    """``read`` reports what is on disk, so ``refresh`` shows a deleted directory and ``up`` re-fetches."""
+    name = wheel("torch", "2.15.0")
+    digest = push(registry, "rocm-bake/prov-gone", {name: b"gone"})
+    provider = FetchedWheelsProvider()
+    news = {**props(registry, tmp_path, "rocm-bake/prov-gone"),
+            "image_refs": [f"{registry.address}/rocm-bake/prov-gone:{TAG}@{digest}"]}
+    created = provider.create(news)
+    assert provider.read(created.id, created.outs).outs["wheels"] == created.outs["wheels"]
+    assert provider.diff(created.id, created.outs, news).changes is False
+    import shutil
+
+    shutil.rmtree(created.id)
+    read = provider.read(created.id, created.outs).outs
+    assert read["wheel_count"] == 0 and read["manifest_digests"] == []
+    assert provider.diff(created.id, created.outs, news).changes is True
+    assert provider.diff(created.id, read, news).changes is True
+    provider.update(created.id, read, news)
+    assert (Path(created.id) / name).read_bytes() == b"gone"
 
 
 def test_several_images_combined_digest(registry: Registry, tmp_path: Path) -> None:
@@ -86,7 +110,22 @@ def test_provider_refuses_latest(tmp_path: Path) -> None:
         FetchedWheelsProvider().create(news)
 
 
-# -- declaration under the mock runtime ---------------------------------------
+# -- check() in preview, declaration under the mock runtime -----------------
+
+
+def test_check_refuses_latest_and_other_arches_in_preview() -> None:
+    """Validation is the provider's ``check``: a bad ref fails the preview, before any apply."""
+    provider = FetchedWheelsProvider()
+    base = {"arch": "gfx950", "dist": "dist", "wheel_dir": "/wheels/"}
+    latest = provider.check({}, {**base, "image_refs": ["127.0.0.1:5000/rocm-bake/torch:latest"]})
+    assert [f.property for f in latest.failures] == ["image_refs"]
+    assert "whichever architecture was pushed last" in latest.failures[0].reason
+    other = provider.check({}, {**base, "image_refs": ["127.0.0.1:5000/rocm-bake/torch:gfx1201-rocm10.1.0"]})
+    assert "tagged for gfx1201, not gfx950" in other.failures[0].reason
+    ok = provider.check({}, {**base, "image_refs": [f"127.0.0.1:5000/rocm-bake/torch:{TAG}"]})
+    assert ok.failures == []
+    pending = provider.check({}, {**base, "image_refs": [UNKNOWN]})
+    assert pending.failures == []  # checked again once known
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -102,70 +141,28 @@ class Mocks(pulumi.runtime.Mocks):
             outputs.update(digest=digest, ref=f"127.0.0.1:5000/rocm-bake/torch:{self.ref_tag}@{digest}")
         return f"{args.name}-id", outputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
-        return {}, None
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list]:
+        return {}, []
 
 
-def declare(mocks: Mocks, tmp_path: Path) -> dict[str, Any]:
+def test_declared_extraction_depends_on_the_image_ref(tmp_path: Path) -> None:
     import pulumi_docker_build as docker_build
 
+    mocks = Mocks()
     pulumi.runtime.set_mocks(mocks, project="rocm-bake", stack="gfx950", preview=True)
     seen: dict[str, Any] = {}
 
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
         image = docker_build.Image("torch-gfx950", push=True, tags=[f"127.0.0.1:5000/rocm-bake/torch:{TAG}"])
-        fetched = FetchedWheels("wheels-gfx950", "gfx950", image.ref, str(tmp_path))
-
-        async def deps() -> set[Any]:
-            return await fetched.image_refs_input.resources()
-
+        fetched = FetchedWheels("wheels-gfx950", "gfx950", [image.ref], str(tmp_path),
+                                opts=pulumi.ResourceOptions(depends_on=[image]))
         seen["image"] = image
-        return pulumi.Output.all(image.ref, fetched.image_refs_input, pulumi.Output.from_input(deps())).apply(
-            lambda v: seen.update(ref=v[0], refs=v[1], deps=v[2])
-        )
+        return pulumi.Output.all(image.ref, fetched.urn).apply(lambda v: seen.update(ref=v[0]))
 
     program()
-    return seen
-
-
-def test_declared_extraction_depends_on_the_image_ref(tmp_path: Path) -> None:
-    mocks = Mocks()
-    seen = declare(mocks, tmp_path)
     (dynamic,) = [r for r in mocks.resources if r.typ == "pulumi-python:dynamic:Resource"]
     assert dynamic.name == "wheels-gfx950"
-    assert dynamic.inputs["image_refs"] == [seen["ref"]] == seen["refs"]
+    assert dynamic.inputs["image_refs"] == [seen["ref"]]
     assert "@sha256:" in seen["ref"] and ":latest" not in seen["ref"]
     assert dynamic.inputs["arch"] == "gfx950" and dynamic.inputs["wheel_dir"] == "/wheels/"
-    assert seen["image"] in seen["deps"]
-
-
-DECLARE_IN_CHILD = """
-import sys
-sys.path[:0] = [{tests!r}, {root!r}]
-from test_wheels_provider import Mocks, declare
-from pathlib import Path
-declare(Mocks(ref_tag={tag!r}), Path({tmp!r}))
-"""
-
-
-def declare_in_child(tag: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """A refused declaration, in its own interpreter.
-
-    Pulumi's mock runtime leaves CPython 3.11.7 unable to compile modules after
-    a resource registration fails, which would break every later test here.
-    """
-    tests = Path(__file__).resolve().parent
-    code = DECLARE_IN_CHILD.format(tests=str(tests), root=str(tests.parent), tag=tag, tmp=str(tmp_path))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-
-
-def test_declared_latest_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(RocmBakeError, match="pushed last"):
-        FetchedWheels("w", "gfx950", "127.0.0.1:5000/rocm-bake/torch:latest", str(tmp_path))
-    latest = declare_in_child("latest", tmp_path)
-    assert latest.returncode != 0 and "whichever architecture was pushed last" in latest.stderr
-    other = declare_in_child("gfx1201-rocm10.1.0", tmp_path)
-    assert other.returncode != 0 and "tagged for gfx1201, not gfx950" in other.stderr
-    ok = declare_in_child(TAG, tmp_path)
-    assert ok.returncode == 0, ok.stderr

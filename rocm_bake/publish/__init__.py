@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "pages_prefix": "release",
     "publish": "release",
     "release_tag": "release",
+    "release_text": "release",
     "remote_pages": "release",
 }
 
@@ -27,7 +28,7 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from rocm_bake.publish.github import GitHubClient, GitHubEndpoints
-    from rocm_bake.publish.release import Publisher, commit_pages, git_blob_sha, pages_prefix, publish, release_tag, remote_pages
+    from rocm_bake.publish.release import Publisher, commit_pages, git_blob_sha, pages_prefix, publish, release_tag, release_text, remote_pages
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

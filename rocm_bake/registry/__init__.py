@@ -18,13 +18,15 @@ _EXPORTS: dict[str, str] = {
     "RegistryClient": "client",
     "check_ref_for_arch": "client",
     "fetch_wheels": "extract",
+    "read_fetch_manifest": "extract",
+    "reusable": "extract",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from rocm_bake.registry.client import RegistryClient, check_ref_for_arch
-    from rocm_bake.registry.extract import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
+    from rocm_bake.registry.extract import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels, read_fetch_manifest, reusable
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -1,0 +1,44 @@
+"""What every rocm-bake dynamic provider shares: the engine's unknown marker and check()."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pulumi.dynamic import CheckFailure, CheckResult
+from pulumi.runtime.rpc import UNKNOWN
+
+from rocm_bake.errors import RocmBakeError
+
+__all__ = ["UNKNOWN", "has_unknown", "check_inputs"]
+
+
+def has_unknown(props: dict[str, Any], keys: Iterable[str]) -> bool:
+    """True while preview still lacks any of ``keys`` (a value known only after apply)."""
+
+    def unknown(value: Any) -> bool:
+        if value == UNKNOWN:
+            return True
+        if isinstance(value, (list, tuple)):
+            return any(unknown(v) for v in value)
+        return False
+
+    return any(unknown(props.get(k)) for k in keys)
+
+
+def check_inputs(news: dict[str, Any], validators: dict[str, Callable[[Any], None]]) -> CheckResult:
+    """Run each key's validator in ``check()``, so bad input fails in preview, before any apply.
+
+    A value still unknown in preview is checked once it is known (the engine
+    calls ``check`` again during ``up``).
+    """
+    failures = []
+    for key, validate in validators.items():
+        value = news.get(key)
+        if value is None or has_unknown(news, [key]):
+            continue
+        try:
+            validate(value)
+        except RocmBakeError as exc:
+            failures.append(CheckFailure(key, str(exc)))
+    return CheckResult(news, failures)
