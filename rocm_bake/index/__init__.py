@@ -21,14 +21,16 @@ _EXPORTS: dict[str, str] = {
     "index_dir": "build",
     "is_rocm_bake_index": "build",
     "plan_index": "build",
+    "tree_matches": "build",
+    "check_rocm_version": "versions",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from rocm_bake.index.build import IndexResult, build_index, index_dir, is_rocm_bake_index, plan_index
+    from rocm_bake.index.build import IndexResult, build_index, index_dir, is_rocm_bake_index, plan_index, tree_matches
     from rocm_bake.index.check import INSTALLERS, PYPI, check_index
-    from rocm_bake.index.versions import DEFAULT_ROCM_VERSION
+    from rocm_bake.index.versions import DEFAULT_ROCM_VERSION, check_rocm_version
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -432,8 +432,13 @@ def ensure_release(client: GitHubClient, arch: str, tag: str, rocm_version: str,
         return release
     if not create:
         raise RocmBakeError(f"release {tag} does not exist in {client.repo}")
-    return client.create_release(
-        tag, f"Wheels for {arch} (ROCm {rocm_version})",
+    return client.create_release(tag, *release_text(arch, rocm_version))
+
+
+def release_text(arch: str, rocm_version: str) -> tuple[str, str]:
+    """The release's (name, body): one source for the CLI and the Pulumi Release, so either adopts the other's."""
+    return (
+        f"Wheels for {arch} (ROCm {rocm_version})",
         f"Wheels for {arch} only. Install through the index, which carries the architecture; "
         f"a downloaded asset does not say which GPU it is for.",
     )
