@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from rocm_bake import cli
+from rocm_bake import cli, progress
 from rocm_bake.index import build as index_mod
+from rocm_bake.index import stamp
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import build_index, cache_path
 from rocm_bake.index.check import clean_env, serve, uv_binary
@@ -226,11 +227,11 @@ def test_warm_rebuild_rehashes_nothing_and_changes_are_seen(
     assert cold.hashed_bytes == total
     assert cache_path(dist, "gfx950").is_file()
 
-    def no_check(path: Path, arch: str) -> None:
-        raise AssertionError(f"{path.name} re-checked on a warm rebuild")
+    def no_scan(path: Path) -> None:
+        raise AssertionError(f"{path.name} re-scanned on a warm rebuild")
 
     with monkeypatch.context() as m:
-        m.setattr(index_mod.offload, "check_wheel_for_arch", no_check)
+        m.setattr(index_mod.offload, "wheel_targets", no_scan)
         warm = build_index("gfx950", gfx950, dist)
     assert warm.hashed_bytes == 0 and warm.index_sha256 == cold.index_sha256
     assert warm.unchanged and not cold.unchanged  # the tree already matched: nothing rewritten
@@ -265,8 +266,9 @@ def test_warm_rebuild_rehashes_nothing_and_changes_are_seen(
     touched = build_index("gfx950", gfx950, dist)
     assert touched.hashed_bytes == len(replacement) and touched.index_sha256 == changed.index_sha256
 
-    # a corrupt cache is an empty cache, not an error
+    # a corrupt cache is an empty cache, not an error (the stamp dropped, so the build runs for real)
     cache_path(dist, "gfx950").write_text("{not json")
+    stamp.stamp_path(dist, "gfx950").unlink()
     assert build_index("gfx950", gfx950, dist).hashed_bytes == total
 
 
@@ -320,3 +322,44 @@ def test_cli_build(gfx950: Path, tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert code == 2
     assert "not gfx1201" in capsys.readouterr().err
     assert not (dist / "index" / "gfx1201").exists()
+
+
+def test_progress_per_wheel_hashed_and_silenced_by_json_and_quiet(
+    gfx950: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Hashing shows one line per wheel with its bytes (stderr is not a terminal here); --json/--quiet silence it."""
+    dist = tmp_path / "dist"
+    argv = ["index", "build", "--arch", "gfx950", "--wheels", str(gfx950), "--out", str(dist)]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    for wheel in gfx950.glob("*.whl"):
+        shown = progress.human_bytes(wheel.stat().st_size)
+        assert re.search(rf"^hash {re.escape(wheel.name)}: {shown} in [\d.]+ s", err, re.M), err
+    for flag in ("--quiet", "--json"):
+        stamp.stamp_path(dist, "gfx950").unlink()
+        cache_path(dist, "gfx950").unlink()
+        assert cli.main([*argv, flag]) == 0
+        assert capsys.readouterr().err == ""
+
+
+def test_cli_warm_build_imports_nothing_heavy(gfx950: Path, tmp_path: Path) -> None:
+    """A warm ``index build`` is answered from the stamp: the command imports no pydantic, packaging or zipfile.
+
+    Measured from the parser onwards (what start-up imports is the CLI's concern, not this command's).
+    """
+    dist = tmp_path / "dist"
+    argv = ["index", "build", "--arch", "gfx950", "--wheels", str(gfx950), "--out", str(dist)]
+    assert cli.main(argv) == 0
+    script = (
+        "import sys; from rocm_bake import cli; args = cli.build_parser().parse_args(sys.argv[1:]); "
+        "before = set(sys.modules); code = args.func(args); "
+        "new = sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
+        "('pydantic', 'packaging', 'zipfile', 'pulumi', 'httpx', 'rich', 'rocm_bake') and "
+        "m not in ('rocm_bake.index.stamp', 'rocm_bake.index.target')); "
+        "print(code, ','.join(new) or '-')"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    code, heavy = proc.stdout.strip().splitlines()[-1].split()
+    assert code == "0" and "unchanged" in proc.stdout
+    assert heavy == "-", f"a warm index build imported {heavy}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -96,14 +97,25 @@ def _closed_port() -> int:
 def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dist = tmp_path / "dist"
     build(dist, ("gfx1201",))
+    capsys.readouterr()  # the build's own progress
     # an unreachable extra index neither hangs nor changes the outcome: every pin is in the index
     dead = f"http://127.0.0.1:{_closed_port()}/simple"
     assert cli.main(["index", "check", str(dist), "--arch", "gfx1201", "--extra-index-url", dead, "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
     assert out["ok"] and out["extra_index_url"] == dead and len(out["results"]) == 4
+    assert captured.err == ""  # --json: no progress
     assert cli.main(["index", "check", str(dist), "--no-extra-index", "--installer", "uv"]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "gfx1201  uv  installs its own" in text and "pip" not in text
+    # each install check shows on stderr when it starts and how it ended
+    assert captured.err.splitlines()[:2] == ["index check gfx1201: uv install ...",
+                                             captured.err.splitlines()[1]]
+    assert re.search(r"^index check gfx1201: uv install ok \(9 installed, [\d.]+ s\)$", captured.err, re.M)
+    assert re.search(r"^index check gfx1201: uv refusal of other extras ok \(1 installed", captured.err, re.M)
+    assert cli.main(["index", "check", str(dist), "--no-extra-index", "--installer", "uv", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
     assert cli.main(["index", "check", str(dist), "--arch", "gfx950", "--no-extra-index"]) == 2
     assert "no rocm-bake index for gfx950" in capsys.readouterr().err
 

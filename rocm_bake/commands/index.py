@@ -1,35 +1,46 @@
-"""``rocm-bake index build|check``: one arch's pip index, and a real install check of it."""
+"""``rocm-bake index build|check``: one arch's (or one fat build's) pip index, and a real install check.
+
+Only argparse and the free ``defaults`` module are imported here: every
+command module is imported at start-up, and a warm ``index build`` is
+answered from its stamp (``rocm_bake.index.stamp``) without importing
+pydantic or packaging at all.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from rocm_bake.index import build_index
-from rocm_bake.index import INSTALLERS, PYPI, check_index
-from rocm_bake.index import DEFAULT_ROCM_VERSION
+from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION, INSTALLERS, PYPI
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("index", help="per-arch pip index (PEP 503/658) with rocm-torch")
     sub = parser.add_subparsers(dest="index_command", required=True)
 
-    build = sub.add_parser("build", help="write DIST/index/<arch>/ from one arch's wheels")
-    build.add_argument("--arch", required=True, help="the index's architecture, e.g. gfx950")
+    build = sub.add_parser("build", help="write DIST/index/<arch>/ from one arch's (or one fat build's) wheels")
+    build.add_argument("--arch", required=True,
+                       help="the index's architecture, e.g. gfx950, or a fat build in the PYTORCH_ROCM_ARCH "
+                            "spelling, e.g. 'gfx950;gfx1201' (served from DIST/index/gfx950-gfx1201/)")
     build.add_argument("--wheels", required=True, type=Path, help="that arch's wheels (DIST/wheels/<arch>/)")
     build.add_argument("--out", required=True, type=Path, help="DIST: the index goes to DIST/index/<arch>/")
     build.add_argument("--wheel-url", default=None,
                        help="href prefix for offsite wheels (e.g. a GitHub release download URL)")
     build.add_argument("--rocm-version", default=DEFAULT_ROCM_VERSION,
                        help=f"ROCm version the wheels' versions must carry (default {DEFAULT_ROCM_VERSION})")
-    build.add_argument("--json", action="store_true", help="print the result as JSON")
+    build.add_argument("--json", action="store_true", help="print the result as JSON (no progress on stderr)")
+    build.add_argument("--quiet", action="store_true", help="no progress on stderr")
     build.set_defaults(func=run_build)
 
     check = sub.add_parser("check", help="install each arch's index with pip and uv into throwaway venvs")
     check.add_argument("dist", type=Path, help="DIST holding index/<arch>/")
     check.add_argument("--arch", action="append", default=None, dest="arches",
-                       help="arch to check (repeatable; default: every index under DIST/index/)")
+                       help="arch to check, e.g. gfx950 or 'gfx950;gfx1201' (repeatable; "
+                            "default: every index under DIST/index/)")
     check.add_argument("--installer", action="append", choices=INSTALLERS, default=None, dest="installers",
                        help="pip or uv (repeatable; default both)")
     check.add_argument("--extra-index-url", default=PYPI,
@@ -38,31 +49,76 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="no extra index: every dependency must come from the arch's index")
     check.add_argument("--python", default=None,
                        help="interpreter for the venvs (the wheels' cpXY tags must match; default this one)")
-    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--json", action="store_true", help="print the report as JSON (no progress on stderr)")
+    check.add_argument("--quiet", action="store_true", help="no progress on stderr")
     check.set_defaults(func=run_check)
 
 
+def subcommands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The ``index`` command's own subparsers, for sibling modules adding ``index <name>``.
+
+    Command modules register in name order, so ``commands/index_<x>.py`` runs
+    after this one and can call ``subcommands(subparsers).add_parser(...)``.
+    """
+    parser = subparsers.choices["index"]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    raise LookupError("the index command has no subcommands")  # pragma: no cover - register() adds them
+
+
+@contextlib.contextmanager
+def _quiet(args: argparse.Namespace) -> Iterator[None]:
+    """``--json``/``--quiet`` silence progress for this command (restored after: tests call main() often)."""
+    from rocm_bake import progress
+
+    before = progress.is_quiet()
+    progress.set_quiet(before or args.json or args.quiet)
+    try:
+        yield
+    finally:
+        progress.set_quiet(before)
+
+
+def _print_build(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"{result['index_dir']}: {result['wheel_count']} wheels (metapackage {result['metapackage']})"
+          + (" — unchanged" if result.get("unchanged") else f" — {result.get('files_written', 0)} file(s) written"))
+    print(f"index_sha256 {result['index_sha256']}")
+    print(f'install: pip install --index-url <base>/index/{result["dir_name"]}/ '
+          f'--extra-index-url {PYPI} "rocm-torch[{result["extra"]}]"')
+
+
 def run_build(args: argparse.Namespace) -> int:
-    result = build_index(args.arch, args.wheels, args.out, wheel_url=args.wheel_url,
-                         rocm_version=args.rocm_version)
-    if args.json:
-        print(result.model_dump_json(indent=2))
-        return 0
-    print(f"{result.index_dir}: {result.wheel_count} wheels (metapackage {result.metapackage})")
-    print(f"index_sha256 {result.index_sha256}")
-    print(f'install: pip install --index-url <base>/index/{result.arch}/ '
-          f'--extra-index-url {PYPI} "rocm-torch[device-{result.arch}]"')
+    from rocm_bake.index import stamp
+    from rocm_bake.index.target import dir_name_of
+
+    # The warm path: nothing changed since the last build, proven from stat alone.
+    hit = stamp.quick_result(args.out, dir_name_of(args.arch), args.arch, args.wheels, args.wheel_url,
+                             args.rocm_version)
+    if hit is None:
+        from rocm_bake.index import build_index
+
+        with _quiet(args):
+            hit = build_index(args.arch, args.wheels, args.out, wheel_url=args.wheel_url,
+                              rocm_version=args.rocm_version).model_dump(mode="json")
+    _print_build(hit, args.json)
     return 0
 
 
 def run_check(args: argparse.Namespace) -> int:
-    report = check_index(
-        args.dist,
-        args.arches,
-        installers=tuple(args.installers or INSTALLERS),
-        extra_index_url=None if args.no_extra_index else args.extra_index_url,
-        python=args.python,
-    )
+    from rocm_bake.index import check_index
+
+    with _quiet(args):
+        report = check_index(
+            args.dist,
+            args.arches,
+            installers=tuple(args.installers or INSTALLERS),
+            extra_index_url=None if args.no_extra_index else args.extra_index_url,
+            python=args.python,
+        )
     if args.json:
         print(json.dumps(report.model_dump(), indent=2))
     else:

@@ -12,25 +12,40 @@ from typing import TYPE_CHECKING
 from rocm_bake.lazy_face import lazy_getattr
 
 _EXPORTS: dict[str, str] = {
-    "DEFAULT_ROCM_VERSION": "versions",
-    "INSTALLERS": "check",
+    "DEFAULT_ROCM_VERSION": "defaults",
+    "INSTALLERS": "defaults",
     "IndexResult": "build",
-    "PYPI": "check",
+    "IndexTarget": "target",
+    "MAX_METADATA_BYTES": "wheelfile",
+    "PYPI": "defaults",
+    "WheelMetadata": "wheelfile",
     "build_index": "build",
     "check_index": "check",
-    "index_dir": "build",
-    "is_rocm_bake_index": "build",
-    "plan_index": "build",
-    "tree_matches": "build",
     "check_rocm_version": "versions",
+    "index_dir": "build",
+    "is_rocm_bake_index": "tree",
+    "parse_core_metadata": "wheelfile",
+    "plan_index": "build",
+    "read_wheel_metadata": "wheelfile",
+    "remove_index": "build",
+    "tree_matches": "build",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from rocm_bake.index.build import IndexResult, build_index, index_dir, is_rocm_bake_index, plan_index, tree_matches
-    from rocm_bake.index.check import INSTALLERS, PYPI, check_index
-    from rocm_bake.index.versions import DEFAULT_ROCM_VERSION, check_rocm_version
+    from rocm_bake.index.build import IndexResult, build_index, index_dir, plan_index, remove_index, tree_matches
+    from rocm_bake.index.check import check_index
+    from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION, INSTALLERS, PYPI
+    from rocm_bake.index.target import IndexTarget
+    from rocm_bake.index.tree import is_rocm_bake_index
+    from rocm_bake.index.versions import check_rocm_version
+    from rocm_bake.index.wheelfile import (
+        MAX_METADATA_BYTES,
+        WheelMetadata,
+        parse_core_metadata,
+        read_wheel_metadata,
+    )
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

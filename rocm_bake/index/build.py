@@ -1,14 +1,15 @@
-"""Build one architecture's pip index: ``DIST/index/<arch>/``.
+"""Build one index: ``DIST/index/<arch>/`` for one arch, ``DIST/index/gfx950-gfx1201/`` for a fat build.
 
 The spec: "Every wheel here has an architecture-independent filename ... In
 one directory they overwrite each other and --find-links serves whichever
-landed last. So the architecture lives in the path." Layout::
+landed last. So the architecture lives in the path." Layout, as readers see
+it through the ``DIST/index/<dir>`` symlink (see ``rocm_bake.index.tree``)::
 
-    DIST/index/<arch>/index.html              PEP 503 root (normalized names)
-    DIST/index/<arch>/<project>/index.html    one page per project
-    DIST/index/<arch>/files/<wheel>           hard-linked from --wheels (copied across devices)
-    DIST/index/<arch>/files/<wheel>.metadata  PEP 658/714 core metadata
-    DIST/index/<arch>/files/rocm_torch-<v>-py3-none-any.whl
+    index.html              PEP 503 root (normalized names)
+    <project>/index.html    one page per project
+    files/<wheel>           hard-linked from --wheels (copied across devices)
+    files/<wheel>.metadata  PEP 658/714 core metadata
+    files/rocm_torch-<v>-py3-none-any.whl
 
 Every link carries ``#sha256=`` "so an offsite asset is still verified by
 pip at install time", and ``data-dist-info-metadata``/``data-core-metadata``
@@ -17,34 +18,39 @@ wheels. With ``wheel_url`` the hrefs point at e.g. a GitHub release ("gh-pages
 carries the index ... and the wheels go to a release"); the ``.metadata``
 files sit at the same URL plus ``.metadata``, so they travel with the wheels.
 
-Everything is validated before anything is written, the tree is written to a
-temp dir and renamed into place (a failed run leaves the previous index
-whole), and a hash cache makes a rebuild over unchanged wheels cheap.
+A fat index (``--arch 'gfx950;gfx1201'``, the PYTORCH_ROCM_ARCH spelling)
+is built the same way and offers ``rocm-torch[device-gfx950-gfx1201]``
+only; every device-code wheel in it must carry code objects for *every*
+arch of the build, since the one install serves every GPU of the host.
+
+Everything is validated before anything is written (filenames, member
+paths, METADATA, device code); the new tree is written beside the current
+one, rewriting only the files whose bytes change, and swapped in by one
+rename. A hash cache makes a rebuild over unchanged wheels cheap, and a
+stamp (``rocm_bake.index.stamp``) answers a rebuild over an unchanged index
+from ``stat`` alone.
 """
 
 from __future__ import annotations
 
-import email.parser
-import errno
 import hashlib
 import html
 import os
-import shutil
-import tempfile
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlsplit
 
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel
 
-from rocm_bake import offload
-from rocm_bake.arch import validate_arch
+from rocm_bake import offload, progress
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index.hashcache import CacheEntry, FileKey, HashCache, sha256_file
+from rocm_bake.index import stamp
+from rocm_bake.index.defaults import FILES_DIR, GENERATOR, GENERATOR_TAG
+from rocm_bake.index.hashcache import CacheEntry, FileKey, HashCache, hash_workers, sha256_file
 from rocm_bake.index.metapackage import Metapackage, build_metapackage
+from rocm_bake.index.target import IndexTarget, dir_name_of
+from rocm_bake.index.tree import TreeFile, TreeStore, WriteStats, fault_point, is_rocm_bake_index, link_or_copy
 from rocm_bake.index.versions import (
     DEFAULT_ROCM_VERSION,
     METAPACKAGE,
@@ -53,10 +59,13 @@ from rocm_bake.index.versions import (
     check_version,
     parse_name,
 )
+from rocm_bake.index.wheelfile import parse_core_metadata, read_metadata_bytes
 
-GENERATOR = "rocm-bake"
-GENERATOR_TAG = f'<meta name="generator" content="{GENERATOR}">'
-FILES_DIR = "files"
+__all__ = [
+    "FILES_DIR", "GENERATOR", "GENERATOR_TAG", "IndexFile", "IndexPlan", "IndexResult", "PlannedWheel",
+    "build_index", "index_dir", "is_rocm_bake_index", "link_or_copy", "plan_index", "remove_index",
+    "render_pages", "tree_matches", "write_index",
+]
 
 
 class IndexFile(BaseModel):
@@ -66,7 +75,12 @@ class IndexFile(BaseModel):
 
 
 class IndexResult(BaseModel):
-    """What a build wrote. ``wheel_count`` counts every wheel served, rocm-torch included."""
+    """What a build wrote. ``wheel_count`` counts every wheel served, rocm-torch included.
+
+    ``arch`` is the PYTORCH_ROCM_ARCH spelling (``gfx950`` or
+    ``gfx950;gfx1201``); ``dir_name`` and ``extra`` are the directory and the
+    rocm-torch extra that serve it.
+    """
 
     arch: str
     index_dir: str
@@ -74,8 +88,13 @@ class IndexResult(BaseModel):
     index_sha256: str
     metapackage: str
     files: list[IndexFile]
+    arches: list[str] = []
+    dir_name: str = ""
+    extra: str = ""
     hashed_bytes: int = 0  # bytes read to hash (0 on a fully warm rebuild)
     unchanged: bool = False  # the tree on disk already matched, so nothing was written
+    files_written: int = 0  # files of the tree whose bytes were written (or newly linked from --wheels)
+    files_kept: int = 0  # files hard-linked unchanged from the previous tree
 
 
 class PlannedWheel(BaseModel):
@@ -92,7 +111,7 @@ class PlannedWheel(BaseModel):
 class IndexPlan(BaseModel):
     """The whole index, computed in memory; ``write_index`` puts it on disk."""
 
-    arch: str
+    arch: str  # the PYTORCH_ROCM_ARCH spelling
     dist: str
     wheel_url: str | None
     wheels: list[PlannedWheel]
@@ -100,28 +119,30 @@ class IndexPlan(BaseModel):
     metapackage: Metapackage
     index_sha256: str
     hashed_bytes: int
+    request: dict[str, Any] = {}  # what the stamp keys the warm path on
+    inputs: dict[str, list[int]] | None = None  # the wheels' stat before they were read
+
+    @property
+    def target(self) -> IndexTarget:
+        return IndexTarget.parse(self.arch)
 
     @property
     def index_dir(self) -> Path:
         return index_dir(Path(self.dist), self.arch)
 
 
-def index_dir(dist: Path, arch: str) -> Path:
-    return Path(dist) / "index" / arch
+def index_dir(dist: Path, arch: "str | IndexTarget") -> Path:
+    """``DIST/index/<dir_name>`` for an arch, a ``;``-list or an :class:`IndexTarget`."""
+    return Path(dist) / "index" / dir_name_of(arch)
 
 
-def cache_path(dist: Path, arch: str) -> Path:
+def cache_path(dist: Path, arch: "str | IndexTarget") -> Path:
     """Outside the index tree: it holds absolute paths and is never published."""
-    return Path(dist) / ".cache" / "rocm-bake" / f"index-{arch}.json"
+    return Path(dist) / ".cache" / "rocm-bake" / f"index-{dir_name_of(arch)}.json"
 
 
-def is_rocm_bake_index(path: Path) -> bool:
-    """True when ``path`` is an index this module wrote (its root page says so)."""
-    page = path / "index.html"
-    try:
-        return page.is_file() and GENERATOR_TAG.encode() in page.read_bytes()[:4096]
-    except OSError:
-        return False
+def _store(dist: Path, target: IndexTarget) -> TreeStore:
+    return TreeStore(Path(dist), target.dir_name, stamp.lock_path(Path(dist), target.dir_name))
 
 
 # ------------------------------------------------------------ validation
@@ -139,11 +160,22 @@ def check_wheel_url(url: str | None) -> str | None:
     return url.rstrip("/")
 
 
+def check_dist(dist: Path) -> Path:
+    """DIST must be a directory (or not exist yet): ``--out`` naming a file is refused up front."""
+    for path in (Path(dist), Path(dist) / "index"):
+        if path.exists() and not path.is_dir():
+            raise RocmBakeError(f"--out {dist}: {path} exists and is not a directory")
+    return Path(dist)
+
+
 def list_wheels(wheels_dir: Path, arch: str) -> list[Path]:
     """The ``*.whl`` files in ``wheels_dir`` (fetch's manifest and other files are not wheels)."""
     if not wheels_dir.is_dir():
         raise RocmBakeError(f"wheels directory {wheels_dir} (index {arch}) does not exist")
-    wheels = sorted(p for p in wheels_dir.iterdir() if p.name.endswith(".whl"))
+    try:
+        wheels = sorted(p for p in wheels_dir.iterdir() if p.name.endswith(".whl"))
+    except OSError as exc:
+        raise RocmBakeError(f"wheels directory {wheels_dir} (index {arch}): {exc.strerror or exc}") from None
     for p in wheels:
         if not p.is_file():
             raise RocmBakeError(f"{p.name} (index {arch}): rule regular-file: not a regular file")
@@ -189,87 +221,130 @@ def _combined(problems: list[str], arch: str) -> RocmBakeError:
 
 
 def read_metadata(path: Path, name: WheelName, arch: str) -> tuple[bytes, str | None]:
-    """The wheel's ``.dist-info/METADATA`` bytes (served verbatim, PEP 658) and Requires-Python."""
+    """The wheel's validated METADATA bytes (served verbatim, PEP 658) and its Requires-Python.
+
+    Member paths, the size cap and the fields a resolver needs are checked
+    by ``rocm_bake.index.wheelfile``; here the metadata must also name the
+    same project and version as the filename.
+    """
     where = f"{path.name} (index {arch})"
-    try:
-        with zipfile.ZipFile(path) as zf:
-            found = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-            if len(found) != 1:
-                raise RocmBakeError(
-                    f"{where}: rule dist-info: expected one top-level *.dist-info/METADATA, "
-                    f"found {len(found)}"
-                )
-            data = zf.read(found[0])
-    except zipfile.BadZipFile as exc:
-        raise RocmBakeError(f"{where}: rule wheel-archive: not a zip archive ({exc})") from None
-    headers = email.parser.BytesParser().parsebytes(data, headersonly=True)
-    meta_name, meta_version = headers.get("Name"), headers.get("Version")
-    try:
-        ok = (
-            meta_name is not None and meta_version is not None
-            and canonicalize_name(meta_name) == name.project and Version(meta_version) == name.version
-        )
-    except InvalidVersion:
-        ok = False
-    if not ok:
+    meta = parse_core_metadata(read_metadata_bytes(path, where), where)
+    from packaging.utils import canonicalize_name
+
+    if canonicalize_name(meta.name) != name.project or meta.version != name.version:
         raise RocmBakeError(
-            f"{where}: rule metadata-matches-filename: METADATA says {meta_name} {meta_version}, "
+            f"{where}: rule metadata-matches-filename: METADATA says {meta.name} {meta.version}, "
             f"the filename says {name.project} {name.version}"
         )
-    return data, headers.get("Requires-Python")
+    return meta.raw, meta.requires_python
 
 
-def _inspect(path: Path, name: WheelName, arch: str, key: FileKey, prior: CacheEntry | None) -> tuple[CacheEntry, int]:
-    """Everything derived from a wheel's bytes: metadata, sha256, the code-object check.
+def check_device_code(entry: CacheEntry, target: IndexTarget, wheel: str) -> None:
+    """Refuse device code that does not cover every arch of ``target``.
+
+    The spec: wheels fetched by the wrong tag are "indistinguishable
+    afterwards", so the device code itself must be for this index. A single
+    arch needs code that loads on it; a fat index needs code for *every*
+    arch of the build (a torch with only gfx950 code objects would install
+    on a gfx950+gfx1201 host and fail on the second GPU). Pure-Python and
+    host-only wheels pass; unreadable device code is refused (an unknown
+    is exactly how a wrong-arch asset would pass).
+    """
+    targets = entry.device_targets or []
+    if entry.device_unknown:
+        raise RocmBakeError(
+            f"{wheel}: cannot verify it is for {target}: "
+            + "; ".join(n for n in entry.device_notes if "unknown" in n or "cannot" in n)
+            + " (refused: an unverifiable asset could be another arch's)"
+        )
+    if not targets:
+        return
+    missing = [a for a in target.arches if not any(offload.covers(t, a) for t in targets)]
+    if not missing:
+        return
+    if not target.is_fat:
+        raise RocmBakeError(
+            f"{wheel}: device code is for {', '.join(targets)}, not {target}: "
+            f"refused for the {target} index (a wheel fetched by a tag another arch pushed, "
+            f"e.g. :latest, looks exactly like this)"
+        )
+    raise RocmBakeError(
+        f"{wheel} (index {target}): rule covers-every-arch: device code is for {', '.join(targets)}, "
+        f"missing {', '.join(missing)}: a fat index serves one install to every GPU of the host, so each "
+        f"device-code wheel must carry code objects for every arch of the build ({target})"
+    )
+
+
+def _inspect(path: Path, name: WheelName, target: IndexTarget, key: FileKey,
+             prior: CacheEntry | None) -> tuple[CacheEntry, int]:
+    """Everything derived from a wheel's bytes: metadata, sha256, device code.
 
     Returns the cache entry and the bytes hashed (0 when the sha256 was cached).
     """
-    metadata, _ = read_metadata(path, name, arch)
-    sha = prior.sha256 if prior is not None else sha256_file(path)
-    # The spec: wheels "indistinguishable afterwards" when fetched by the wrong
-    # tag — so the device code itself must be for this index's arch.
-    offload.check_wheel_for_arch(path, arch)
+    metadata, requires_python = read_metadata(path, name, str(target))
+    if prior is not None:
+        sha, hashed = prior.sha256, 0
+    else:
+        with progress.track(f"hash {path.name}", key.size) as advance:
+            sha, hashed = sha256_file(path, advance), key.size
+    report = offload.wheel_targets(path)
     if FileKey.of(path) != key:
-        raise RocmBakeError(f"{path.name} (index {arch}): rule stable-input: changed while being read")
-    entry = CacheEntry(key=key, sha256=sha, arch_ok=[arch], metadata_b64=CacheEntry.encode(metadata))
-    return entry, 0 if prior is not None else key.size
+        raise RocmBakeError(f"{path.name} (index {target}): rule stable-input: changed while being read")
+    entry = CacheEntry(
+        key=key, sha256=sha, metadata_b64=CacheEntry.encode(metadata), requires_python=requires_python,
+        device_targets=report.targets, device_unknown=report.compressed_unknown, device_notes=report.notes,
+    )
+    check_device_code(entry, target, path.name)
+    return entry, hashed
+
+
+def _complete(entry: CacheEntry | None) -> bool:
+    return entry is not None and entry.metadata_b64 is not None and entry.device_targets is not None
 
 
 def inspect_wheels(
-    paths: list[Path], names: list[WheelName], arch: str, cache: HashCache, workers: int
+    paths: list[Path], names: list[WheelName], target: IndexTarget, cache: HashCache, workers: int
 ) -> tuple[list[CacheEntry], int]:
-    """Cached entries for unchanged files; the rest inspected in threads (hashlib drops the GIL)."""
+    """Cached entries for unchanged files; the rest inspected in threads, largest first."""
     keys = [FileKey.of(p) for p in paths]
     entries: list[CacheEntry | None] = []
     todo: list[int] = []
+    problems: list[str] = []
     for i, key in enumerate(keys):
         hit = cache.lookup(key)
-        if hit is not None and arch in hit.arch_ok and hit.metadata_b64 is not None:
+        if hit is not None and _complete(hit):
+            try:
+                check_device_code(hit, target, paths[i].name)
+            except RocmBakeError as exc:
+                problems.append(str(exc))
             entries.append(hit)
         else:
             entries.append(None)
             todo.append(i)
-    problems: list[str] = []
+    todo.sort(key=lambda i: -keys[i].size)  # the threads finish together
     hashed = 0
     if todo:
-        with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
             futures = {
-                i: pool.submit(_inspect, paths[i], names[i], arch, keys[i], cache.lookup(keys[i]))
+                i: pool.submit(_inspect, paths[i], names[i], target, keys[i], cache.lookup(keys[i]))
                 for i in todo
             }
-            for i, future in futures.items():
+            for i, future in sorted(futures.items()):
                 try:
                     entries[i], nbytes = future.result()
                     hashed += nbytes
                 except RocmBakeError as exc:
                     problems.append(str(exc))
     if problems:
-        raise _combined(problems, arch)
+        raise _combined(problems, str(target))
     done = [e for e in entries if e is not None]
     for entry in done:
         cache.record(entry)
     cache.keep_only({e.key.path for e in done})
-    cache.save()
+    try:
+        cache.save()
+    except OSError as exc:
+        raise RocmBakeError(f"cannot write the hash cache {cache.path}: {exc.strerror or exc}") from None
     return done, hashed
 
 
@@ -308,7 +383,7 @@ def anchor(wheel: PlannedWheel, wheel_url: str | None) -> str:
     return f"<a {' '.join(attrs)}>{html.escape(wheel.filename)}</a>"
 
 
-def render_pages(arch: str, wheels: list[PlannedWheel], wheel_url: str | None) -> dict[str, bytes]:
+def render_pages(arch: "str | IndexTarget", wheels: list[PlannedWheel], wheel_url: str | None) -> dict[str, bytes]:
     projects: dict[str, list[PlannedWheel]] = {}
     for wheel in wheels:
         projects.setdefault(wheel.project, []).append(wheel)
@@ -340,37 +415,43 @@ def tree_digest(pages: dict[str, bytes], wheels: list[PlannedWheel]) -> str:
 
 
 def plan_index(
-    arch: str,
+    arch: "str | IndexTarget",
     wheels_dir: Path,
     dist: Path,
     wheel_url: str | None = None,
     rocm_version: str = DEFAULT_ROCM_VERSION,
     workers: int | None = None,
 ) -> IndexPlan:
-    """Validate, hash (cached) and render everything without writing the index."""
-    validate_arch(arch)
-    check_rocm_version(rocm_version)
-    wheel_url = check_wheel_url(wheel_url)
-    wheels_dir, dist = Path(wheels_dir), Path(dist)
-    paths = list_wheels(wheels_dir, arch)
-    names = validate_names(paths, arch, rocm_version)
+    """Validate, hash (cached) and render everything without writing the index.
 
-    cache = HashCache(cache_path(dist, arch))
-    entries, hashed = inspect_wheels(paths, names, arch, cache, workers or min(4, os.cpu_count() or 1))
+    ``arch`` is one arch (``gfx950``), a fat build's PYTORCH_ROCM_ARCH
+    (``gfx950;gfx1201``) or an :class:`IndexTarget`.
+    """
+    given = arch.spelling if isinstance(arch, IndexTarget) else arch
+    target = IndexTarget.parse(arch)
+    check_rocm_version(rocm_version)
+    request = stamp.request(given, Path(wheels_dir), wheel_url, rocm_version)
+    wheel_url = check_wheel_url(wheel_url)
+    wheels_dir, dist = Path(wheels_dir), check_dist(Path(dist))
+    label = target.spelling
+    paths = list_wheels(wheels_dir, label)
+    inputs = stamp.input_listing(wheels_dir)
+    names = validate_names(paths, label, rocm_version)
+
+    cache = HashCache(cache_path(dist, target))
+    entries, hashed = inspect_wheels(paths, names, target, cache, workers or hash_workers())
     planned = []
     for path, name, entry in zip(paths, names, entries):
-        metadata = entry.metadata or b""
-        headers = email.parser.BytesParser().parsebytes(metadata, headersonly=True)
         planned.append(
             PlannedWheel(
                 filename=path.name, project=name.project, version=str(name.version),
-                sha256=entry.sha256, size=entry.key.size, metadata=metadata,
-                requires_python=headers.get("Requires-Python"), source=str(path),
+                sha256=entry.sha256, size=entry.key.size, metadata=entry.metadata or b"",
+                requires_python=entry.requires_python, source=str(path),
             )
         )
 
     pins = {name.project: name.version for name in names}
-    meta_pkg = build_metapackage(arch, pins)
+    meta_pkg = build_metapackage(target, pins)
     planned.append(
         PlannedWheel(
             filename=meta_pkg.filename, project=METAPACKAGE, version=meta_pkg.version,
@@ -379,138 +460,126 @@ def plan_index(
         )
     )
     planned.sort(key=lambda w: w.filename)
-    pages = render_pages(arch, planned, wheel_url)
+    pages = render_pages(label, planned, wheel_url)
     return IndexPlan(
-        arch=arch, dist=str(dist), wheel_url=wheel_url, wheels=planned, pages=pages,
+        arch=label, dist=str(dist), wheel_url=wheel_url, wheels=planned, pages=pages,
         metapackage=meta_pkg, index_sha256=tree_digest(pages, planned), hashed_bytes=hashed,
+        request=request, inputs=inputs,
     )
 
 
 # --------------------------------------------------------------- writing
 
 
-def link_or_copy(src: Path, dest: Path) -> None:
-    """Hard link (no bytes copied); copy only when the link crosses devices."""
-    try:
-        os.link(src, dest)
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-            raise
-        shutil.copyfile(src, dest)
-
-
-def _populate(tmp: Path, plan: IndexPlan) -> None:
-    files = tmp / FILES_DIR
-    files.mkdir()
-    for wheel in plan.wheels:
-        dest = files / wheel.filename
-        if wheel.source is None:
-            dest.write_bytes(plan.metapackage.data)
+def tree_files(plan: IndexPlan) -> list[TreeFile]:
+    """Every file of ``plan``'s tree, with the bytes to write or the wheel to link."""
+    files = [TreeFile(rel=rel, sha256=hashlib.sha256(data).hexdigest(), data=data) for rel, data in plan.pages.items()]
+    for w in plan.wheels:
+        rel = f"{FILES_DIR}/{w.filename}"
+        if w.source is None:
+            files.append(TreeFile(rel=rel, sha256=w.sha256, data=plan.metapackage.data))
         else:
-            link_or_copy(Path(wheel.source), dest)
-        (files / f"{wheel.filename}.metadata").write_bytes(wheel.metadata)
-    for rel, data in plan.pages.items():
-        page = tmp / rel
-        page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_bytes(data)
-
-
-def _swap_into_place(tmp: Path, final: Path) -> None:
-    """Rename ``tmp`` to ``final``; the old tree is moved aside first and restored on failure."""
-    old = None
-    if final.exists() or final.is_symlink():
-        if not is_rocm_bake_index(final) and (final.is_symlink() or not final.is_dir() or any(final.iterdir())):
-            raise RocmBakeError(
-                f"{final} exists and is not an index rocm-bake wrote; refusing to replace it"
-            )
-        old = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
-        os.rename(final, old / "tree")
-    try:
-        os.rename(tmp, final)
-    except BaseException:
-        if old is not None:
-            os.rename(old / "tree", final)
-            old.rmdir()
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _same_bytes(path: Path, data: bytes) -> bool:
-    try:
-        return path.stat().st_size == len(data) and path.read_bytes() == data
-    except OSError:
-        return False
+            files.append(TreeFile(rel=rel, sha256=w.sha256, source=Path(w.source)))
+        files.append(TreeFile(rel=f"{rel}.metadata", sha256=hashlib.sha256(w.metadata).hexdigest(), data=w.metadata))
+    return files
 
 
 def tree_matches(plan: IndexPlan) -> bool:
-    """True when the index on disk is exactly what ``plan`` would write.
+    """True when the index readers see is exactly what ``plan`` would write.
 
-    Pages, ``.metadata`` files and the metapackage are compared byte for byte;
-    an input wheel must be the very same file (hard link: same inode and
-    size). Anything extra, missing or different means a rewrite. A copied
-    (cross-device) wheel never matches, so it is re-copied.
+    Pages, ``.metadata`` files and the metapackage are compared byte for
+    byte; an input wheel must be the very same file (hard link: same inode)
+    or a copy this tool recorded with that sha256. Anything extra, missing
+    or different means a rewrite.
     """
-    root = plan.index_dir
-    if not is_rocm_bake_index(root):
+    target = plan.target
+    recorded = stamp.recorded_files(stamp.load(Path(plan.dist), target.dir_name))
+    try:
+        return _store(Path(plan.dist), target).unchanged(tree_files(plan), recorded)
+    except RocmBakeError:
         return False
-    files = root / FILES_DIR
-    expected = {f"{FILES_DIR}/{w.filename}" for w in plan.wheels}
-    expected |= {f"{FILES_DIR}/{w.filename}.metadata" for w in plan.wheels} | set(plan.pages)
-    present = set()
-    for dirpath, _dirs, names in os.walk(root):
-        rel = os.path.relpath(dirpath, root)
-        present.update(name if rel == "." else f"{rel}/{name}" for name in names)
-    if present != expected:
-        return False
-    for rel, data in plan.pages.items():
-        if not _same_bytes(root / rel, data):
-            return False
-    for wheel in plan.wheels:
-        if not _same_bytes(files / f"{wheel.filename}.metadata", wheel.metadata):
-            return False
-        dest = files / wheel.filename
-        if wheel.source is None:
-            if not _same_bytes(dest, plan.metapackage.data):
-                return False
-            continue
-        src, got = os.stat(wheel.source), os.stat(dest)
-        if (src.st_ino, src.st_dev, src.st_size) != (got.st_ino, got.st_dev, got.st_size):
-            return False
-    return True
 
 
 def write_index(plan: IndexPlan) -> IndexResult:
-    """Write ``plan`` (temp dir, then rename); a tree that already matches is left alone."""
-    final = plan.index_dir
-    unchanged = tree_matches(plan)
-    if not unchanged:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{plan.arch}-", dir=final.parent))
-        try:
-            _populate(tmp, plan)
-            _swap_into_place(tmp, final)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-    return IndexResult(
-        arch=plan.arch,
-        index_dir=str(final),
-        wheel_count=len(plan.wheels),
-        index_sha256=plan.index_sha256,
-        metapackage=plan.metapackage.filename,
-        files=[IndexFile(filename=w.filename, sha256=w.sha256, size=w.size) for w in plan.wheels],
-        hashed_bytes=plan.hashed_bytes,
-        unchanged=unchanged,
-    )
+    """Put ``plan`` on disk: only changed files written, swapped in by one rename (see ``tree``)."""
+    target = plan.target
+    dist = Path(plan.dist)
+    store = _store(dist, target)
+    files = tree_files(plan)
+    saved = stamp.load(dist, target.dir_name)
+    recorded = stamp.recorded_files(saved)
+    try:
+        with store.locked():
+            for note in store.recover():
+                progress.note(f"index {target}: {note}")
+            if store.unchanged(files, recorded):
+                stats, unchanged = WriteStats(kept=len(files), tree=store.link_target()), True
+            else:
+                stats, unchanged = store.commit(files, plan.index_sha256, recorded), False
+            result = IndexResult(
+                arch=target.spelling, index_dir=str(index_dir(dist, target)), wheel_count=len(plan.wheels),
+                index_sha256=plan.index_sha256, metapackage=plan.metapackage.filename,
+                files=[IndexFile(filename=w.filename, sha256=w.sha256, size=w.size) for w in plan.wheels],
+                arches=list(target.arches), dir_name=target.dir_name, extra=target.extra,
+                hashed_bytes=plan.hashed_bytes, unchanged=unchanged,
+                files_written=len(stats.written), files_kept=stats.kept,
+            )
+            if stats.tree is not None and plan.request:
+                stamp.record(dist, target.dir_name, plan.request, plan.inputs, stats.tree,
+                             {f.rel: f.sha256 for f in files}, result.model_dump(mode="json"))
+            fault_point("stamp-written")
+    except OSError as exc:
+        where = exc.filename or dist
+        raise RocmBakeError(f"cannot write the {target} index under {dist}: {where}: "
+                            f"{exc.strerror or exc}") from None
+    return result
 
 
 def build_index(
-    arch: str,
+    arch: "str | IndexTarget",
     wheels_dir: Path,
     dist: Path,
     wheel_url: str | None = None,
     rocm_version: str = DEFAULT_ROCM_VERSION,
 ) -> IndexResult:
-    """Validate ``wheels_dir``'s wheels for ``arch`` and (re)write ``DIST/index/<arch>/``."""
-    return write_index(plan_index(arch, wheels_dir, dist, wheel_url, rocm_version))
+    """Validate ``wheels_dir``'s wheels for ``arch`` and bring ``DIST/index/<dir>/`` up to date.
+
+    ``arch``: ``gfx950``, ``gfx950;gfx1201`` (a fat build) or an :class:`IndexTarget`.
+    """
+    given = arch.spelling if isinstance(arch, IndexTarget) else arch
+    target = IndexTarget.parse(arch)
+    hit = stamp.quick_result(Path(dist), target.dir_name, given, Path(wheels_dir), wheel_url, rocm_version)
+    if hit is not None:
+        return IndexResult.model_validate(hit)
+    check_dist(Path(dist))
+    _store(Path(dist), target).current()  # refuse a foreign DIST/index/<dir> before hashing anything
+    return write_index(plan_index(given, wheels_dir, dist, wheel_url, rocm_version))
+
+
+def remove_index(dist: Path, arch: "str | IndexTarget") -> bool:
+    """Remove ``DIST/index/<dir>`` (the link and its trees) if rocm-bake wrote it; True if removed.
+
+    ``shutil.rmtree`` refuses a symlink, so callers that delete an index
+    (the ``WheelIndex`` provider) use this.
+    """
+    import shutil
+
+    target = IndexTarget.parse(arch)
+    store = _store(Path(dist), target)
+    with store.locked():
+        store.recover()
+        try:
+            kind, current = store.current()
+        except RocmBakeError:
+            return False
+        if kind == "ours":
+            os.unlink(store.link)
+            shutil.rmtree(store.trees, ignore_errors=True)
+        elif kind == "directory":
+            shutil.rmtree(store.link)
+        elif kind == "foreign-link":
+            os.unlink(store.link)
+        else:
+            return False
+        stamp.forget(Path(dist), target.dir_name)
+        return True

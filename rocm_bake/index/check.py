@@ -7,6 +7,11 @@ throwaway venv with ``--index-url …/index/<arch>/`` and asserts the installed
 distributions are exactly that index's wheels at those versions; then it asks
 the same index for every other arch's extra in a fresh venv.
 
+A fat index (``gfx950;gfx1201``, served from ``index/gfx950-gfx1201/``)
+installs its combined extra, ``rocm-torch[device-gfx950-gfx1201]``, and is
+asked for every single-arch extra, its own arches' included: the fat
+index offers only the combined one.
+
 On refusal: pip and uv only *warn* on an undeclared extra and install the
 bare metapackage. That is the refusal the index design gives ("each index
 declares only its own architecture's extra"), so it is verified rather than
@@ -42,14 +47,13 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 from pydantic import BaseModel
 
-from rocm_bake.arch import ARCH_PATTERN, KNOWN_ARCHES, sorted_arches, validate_arch
+from rocm_bake import progress
+from rocm_bake.arch import KNOWN_ARCHES, sorted_arches
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import index_dir, is_rocm_bake_index
-from rocm_bake.index.metapackage import extra_name
+from rocm_bake.index.defaults import INSTALLERS as INSTALLERS, PYPI as PYPI  # re-exported
+from rocm_bake.index.target import IndexTarget
 from rocm_bake.index.versions import METAPACKAGE
-
-PYPI = "https://pypi.org/simple"
-INSTALLERS = ("pip", "uv")
 #: Network timeout for an installer (seconds): an unreachable extra index must not hang.
 NET_TIMEOUT = 15
 LIST_SCRIPT = (
@@ -140,8 +144,9 @@ def _hrefs(page: Path) -> list[str]:
     return parser.hrefs
 
 
-def index_wheels(dist: Path, arch: str) -> dict[str, Version]:
+def index_wheels(dist: Path, arch: "str | IndexTarget") -> dict[str, Version]:
     """Project → version as the index's own HTML lists them (what an installer sees)."""
+    arch = IndexTarget.parse(arch)
     root = index_dir(dist, arch)
     if not is_rocm_bake_index(root):
         raise RocmBakeError(f"{root}: no rocm-bake index for {arch} (run `rocm-bake index build` first)")
@@ -163,12 +168,24 @@ def index_wheels(dist: Path, arch: str) -> dict[str, Version]:
 
 
 def discover_arches(dist: Path) -> list[str]:
+    """Every index under ``DIST/index/`` (PYTORCH_ROCM_ARCH spellings): single arches, then fat builds."""
     base = Path(dist) / "index"
-    found = [p.name for p in base.iterdir() if ARCH_PATTERN.match(p.name) and is_rocm_bake_index(p)] \
-        if base.is_dir() else []
+    found: list[IndexTarget] = []
+    if base.is_dir():
+        for p in base.iterdir():
+            target = IndexTarget.from_dir_name(p.name)
+            if target is not None and is_rocm_bake_index(p):
+                found.append(target)
     if not found:
         raise RocmBakeError(f"{base}: no per-arch indexes found (run `rocm-bake index build` first)")
-    return sorted_arches(found)
+    singles = sorted_arches([t.spelling for t in found if not t.is_fat])
+    fats = sorted((t for t in found if t.is_fat), key=lambda t: [(len(a), a) for a in t.arches])
+    return singles + [t.spelling for t in fats]
+
+
+def refused_extras(target: IndexTarget) -> list[str]:
+    """The extras this index must not offer: every known arch's own, except its own extra."""
+    return [e for e in (IndexTarget((a,)).extra for a in sorted_arches(KNOWN_ARCHES)) if e != target.extra]
 
 
 # -------------------------------------------------------------- installers
@@ -296,15 +313,17 @@ def run_one(
     arch: str, installer: Literal["pip", "uv"], kind: Literal["install", "refusal"], index_url: str,
     expected: dict[str, Version], work: Path, python: str, extra_index_url: str | None, timeout: float,
 ) -> InstallResult:
+    target = IndexTarget.parse(arch)
     if kind == "install":
-        requirement = f"rocm-torch[{extra_name(arch)}]"
+        requirement = f"rocm-torch[{target.extra}]"
         want = expected
     else:
-        others = [extra_name(a) for a in sorted_arches(KNOWN_ARCHES - {arch})]
-        requirement = f"rocm-torch[{','.join(others)}]"
+        requirement = f"rocm-torch[{','.join(refused_extras(target))}]"
         want = {METAPACKAGE: expected[METAPACKAGE]}
     start = time.monotonic()
-    venv_python = make_venv(installer, work / f"{arch}-{installer}-{kind}", python, timeout)
+    what = "install" if kind == "install" else "refusal of other extras"
+    progress.note(f"index check {target}: {installer} {what} ...")
+    venv_python = make_venv(installer, work / f"{target.dir_name}-{installer}-{kind}", python, timeout)
     proc = _run(install_cmd(installer, venv_python, index_url, requirement, extra_index_url), timeout)
     got = installed(venv_python, timeout)
     output = proc.stdout + proc.stderr
@@ -315,10 +334,13 @@ def run_one(
         problems.insert(0, f"the {arch} index did not refuse other arches' extras cleanly")
     warnings = sorted({line.strip() for line in output.splitlines()
                        if "extra" in line.lower() and "device-" in line and "warn" in line.lower()})
+    seconds = round(time.monotonic() - start, 2)
+    progress.note(f"index check {target}: {installer} {what} {'ok' if not problems else 'FAILED'} "
+                  f"({len(got)} installed, {seconds:.1f} s)")
     return InstallResult(
         arch=arch, installer=installer, kind=kind, requirement=requirement, ok=not problems,
         expected={k: str(v) for k, v in want.items()}, installed=got, problems=problems,
-        warnings=warnings, returncode=proc.returncode, seconds=round(time.monotonic() - start, 2),
+        warnings=warnings, returncode=proc.returncode, seconds=seconds,
         output_tail="\n".join(output.strip().splitlines()[-15:]) if problems else "",
     )
 
@@ -339,15 +361,17 @@ def check_index(
     ``python`` is the venvs' interpreter (the wheels' tags must match it).
     """
     dist = Path(dist)
-    arches = [validate_arch(a) for a in arches] if arches else discover_arches(dist)
+    arches = [IndexTarget.parse(a).spelling for a in arches] if arches else discover_arches(dist)
     for installer in installers:
         if installer not in INSTALLERS:
             raise RocmBakeError(f"index check: unknown installer {installer!r} (expected pip or uv)")
+    if python is not None and shutil.which(python) is None:
+        raise RocmBakeError(f"index check --python {python}: no such interpreter (give a path or a name on PATH)")
     listings = {arch: index_wheels(dist, arch) for arch in arches}
     results: list[InstallResult] = []
     with tempfile.TemporaryDirectory(prefix="rocm-bake-check-") as tmp, serve(dist) as served:
         for arch in arches:
-            index_url = f"{served.url}/index/{arch}/"
+            index_url = f"{served.url}/index/{IndexTarget.parse(arch).dir_name}/"
             for installer in installers:
                 for kind in ("install", "refusal"):
                     results.append(run_one(

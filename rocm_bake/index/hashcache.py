@@ -8,8 +8,16 @@ a changed file is always re-hashed. ctime is deliberately not in the key:
 hard-linking a wheel into the index bumps its ctime.
 
 The cache also remembers, per entry, the facts derived from the bytes that
-are as expensive as hashing (the code-object check for an arch), so they
-are invalidated together with the hash.
+are as expensive as hashing (the validated METADATA, the device-code
+targets), so they are invalidated together with the hash. The schema
+version is bumped whenever the rules an entry vouches for grow (version 2:
+member paths and METADATA fields are validated), so an entry written under
+looser rules is never trusted.
+
+Cold hashing runs at the machine's limit: one thread per core (hashlib
+releases the GIL for the whole update), 4 MiB ``readinto`` a reused buffer
+(no per-chunk allocation), largest files first so the threads finish
+together.
 """
 
 from __future__ import annotations
@@ -19,11 +27,12 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CHUNK = 4 << 20
 
 
@@ -42,10 +51,15 @@ class FileKey(BaseModel):
 class CacheEntry(BaseModel):
     key: FileKey
     sha256: str
-    #: Arches this exact file passed ``check_wheel_for_arch`` for.
-    arch_ok: list[str] = []
-    #: The wheel's METADATA member (base64), already checked against its filename.
+    #: The wheel's METADATA member (base64), validated and checked against its filename.
     metadata_b64: str | None = None
+    #: Requires-Python as written in METADATA (None: absent).
+    requires_python: str | None = None
+    #: The processors its device code targets (``rocm_bake.offload``); None: not scanned.
+    device_targets: list[str] | None = None
+    #: Some device code could not be read, so ``device_targets`` may be incomplete.
+    device_unknown: bool = False
+    device_notes: list[str] = []
 
     @property
     def metadata(self) -> bytes | None:
@@ -61,15 +75,29 @@ class _CacheFile(BaseModel):
     entries: dict[str, CacheEntry] = {}
 
 
-def sha256_file(path: Path) -> str:
-    """sha256 of a file, read in 4 MiB chunks (hashlib releases the GIL, so threads scale)."""
+def sha256_file(path: Path, advance: Callable[[int], None] | None = None) -> str:
+    """sha256 of a file, 4 MiB ``readinto`` a reused buffer; ``advance(n)`` reports progress.
+
+    hashlib releases the GIL during ``update`` on large buffers, so one thread
+    per core hashes at the machine's limit.
+    """
     digest = hashlib.sha256()
     with open(path, "rb", buffering=0) as handle:
         buf = bytearray(CHUNK)
         view = memoryview(buf)
         while n := handle.readinto(buf):
             digest.update(view[:n])
+            if advance is not None:
+                advance(n)
     return digest.hexdigest()
+
+
+def hash_workers() -> int:
+    """Every core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 class HashCache:

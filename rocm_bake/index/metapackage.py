@@ -5,7 +5,8 @@ device-<arch> extra pins every wheel in that index at once, and each index
 declares only its own architecture's extra, so asking gfx950's index for
 [device-gfx1201] fails rather than installing mismatched binaries." The extra
 is spelled ``device-<arch>`` "so that when variants do land the architecture
-is already a first-class coordinate".
+is already a first-class coordinate". A fat build's index declares only its
+combined extra, ``device-gfx950-gfx1201`` (see ``rocm_bake.index.target``).
 
 Version (derived deterministically from its contents): the torch wheel's
 public version when the index has torch (so ``pip list`` reads sensibly),
@@ -26,6 +27,7 @@ import zipfile
 from packaging.version import Version
 from pydantic import BaseModel
 
+from rocm_bake.index.target import IndexTarget
 from rocm_bake.index.versions import METAPACKAGE
 
 DIST_NAME = "rocm_torch"
@@ -40,19 +42,25 @@ class Metapackage(BaseModel):
     metadata: bytes  # the METADATA member, served as ``<wheel>.metadata`` (PEP 658)
 
 
-def extra_name(arch: str) -> str:
-    return f"device-{arch}"
+def extra_name(arch: "str | IndexTarget") -> str:
+    """``device-gfx950``; ``device-gfx950-gfx1201`` for a fat build (``gfx950;gfx1201``)."""
+    return IndexTarget.parse(arch).extra
 
 
-def requirement_lines(arch: str, pins: dict[str, Version]) -> list[str]:
-    """``Provides-Extra`` for this arch only, then one ``==`` pin per project, sorted."""
+def summary(arch: "str | IndexTarget") -> str:
+    target = IndexTarget.parse(arch)
+    return SUMMARY if not target.is_fat else f"Pins the {target} fat build's wheels from its own index"
+
+
+def requirement_lines(arch: "str | IndexTarget", pins: dict[str, Version]) -> list[str]:
+    """``Provides-Extra`` for this index's target only, then one ``==`` pin per project, sorted."""
     extra = extra_name(arch)
     lines = [f"Provides-Extra: {extra}"]
     lines += [f'Requires-Dist: {name}=={pins[name]}; extra == "{extra}"' for name in sorted(pins)]
     return lines
 
 
-def metapackage_version(arch: str, pins: dict[str, Version]) -> str:
+def metapackage_version(arch: "str | IndexTarget", pins: dict[str, Version]) -> str:
     digest = hashlib.sha256("\n".join(requirement_lines(arch, pins)).encode()).hexdigest()[:12]
     torch = pins.get("torch")
     return f"{torch.public if torch else '0'}+h{digest}"
@@ -62,14 +70,14 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_metapackage(arch: str, pins: dict[str, Version]) -> Metapackage:
+def build_metapackage(arch: "str | IndexTarget", pins: dict[str, Version]) -> Metapackage:
     """The wheel's bytes for ``arch``'s index, pinning ``pins`` (canonical name → version)."""
     if METAPACKAGE in pins:
         raise ValueError("the metapackage cannot pin itself")
     version = metapackage_version(arch, pins)
     info = f"{DIST_NAME}-{version}.dist-info"
     metadata = "\n".join(
-        ["Metadata-Version: 2.1", f"Name: {METAPACKAGE}", f"Version: {version}", f"Summary: {SUMMARY}"]
+        ["Metadata-Version: 2.1", f"Name: {METAPACKAGE}", f"Version: {version}", f"Summary: {summary(arch)}"]
         + requirement_lines(arch, pins)
     ).encode() + b"\n"
     wheel = b"Wheel-Version: 1.0\nGenerator: rocm-bake\nRoot-Is-Purelib: true\nTag: py3-none-any\n"

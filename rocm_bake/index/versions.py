@@ -29,8 +29,8 @@ from packaging.version import Version
 from pydantic import BaseModel, ConfigDict
 
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION as DEFAULT_ROCM_VERSION  # re-exported
 
-DEFAULT_ROCM_VERSION = "10.1.0"
 ROCM_VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
 #: The metapackage's name; it is generated per index and never fetched.
 METAPACKAGE = canonicalize_name("rocm-torch")
