@@ -1,25 +1,34 @@
 #!/usr/bin/env python3
-"""Benchmark ``rocm-bake index build`` against ``sha256sum`` over the same wheels.
+"""Benchmark ``rocm-bake index build`` against real baselines, side by side in one run.
 
-Generates N wheels of S MB (default 40 × 50 MB; a real amd_aiter is 131–495
-MB), each carrying an AMDGPU code object for the arch plus S MB of
-incompressible payload, then in one process:
+Rows (recorded through ``bench/results.py``; every time is the best of a few
+alternating runs, page cache warm for every contender):
 
-* ``sha256sum`` over the wheels (page cache warmed first, for every run),
-  and, as a stricter baseline, one thread of ``hashlib`` (OpenSSL; coreutils'
-  sha256sum often lacks SHA-NI, which flatters the first ratio);
-* a cold ``build_index`` (no hash cache, no index) — target ≥ 0.9× the
-  throughput of sha256sum;
-* a warm rebuild over the unchanged wheels — target ≤ 2% of the cold time;
-* resolve-only bytes: serve DIST on 127.0.0.1 and resolve
-  ``rocm-torch[device-<arch>]`` with ``uv pip install --dry-run`` and with
-  ``pip install --dry-run --report``; bytes served ÷ wheel bytes — target
-  ≤ 1% (PEP 658 metadata). pip < 25.3 downloads every wheel after resolving
-  even with ``--dry-run`` (pypa/pip#12603, fixed by #13482), so pip's figure
-  is shown split into its resolve phase (pages + ``.metadata``) and the
-  bodies it fetched afterwards.
+* **cold build vs openssl** — ``build_index`` with no hash cache and no index
+  (hash + METADATA validation + code-object scan + write), in process, against
+  ``xargs -P <cores> -n <files/cores> openssl dgst -sha256`` over the same
+  wheels: the machine's hashing limit at the same parallelism. Goal ≥ 0.9×
+  openssl's throughput. The same build through the CLI is shown beside it
+  (it adds interpreter start-up and imports), with no goal.
+* **cold build vs simple503** — ``rocm-bake index build`` (CLI) against
+  ``simple503 -e`` from PyPI, the one index generator that also hashes and
+  extracts PEP 658 metadata, over the same wheels (hard-linked, since
+  simple503 moves its input). Goal: not slower.
+* **warm rebuild** — ``rocm-bake index build`` again with nothing changed,
+  through the CLI as a subprocess, against the cold CLI build. Goal ≤ 5%.
+* **files written for one changed wheel** — 500 small wheels, one gets a new
+  version; the CLI build's ``files_written`` against the files in the tree.
+  Goal: only that wheel, its ``.metadata`` and page, the metapackage, its
+  ``.metadata`` and page (6).
+* **resolve-only bytes** — ``uv pip install --dry-run`` and ``pip install
+  --dry-run`` of ``rocm-torch[device-<arch>]`` against the index served with
+  PEP 658 ``.metadata`` files, and against the same index without them (pages
+  stripped of ``data-core-metadata``, ``.metadata`` files removed), both
+  served by ``http.server`` (the seed's serving line, which has no Range
+  support, so without PEP 658 the resolvers download whole wheels). Goal ≤ 1%.
 
-Usage: ``python bench/index_build.py [--count 40] [--size-mb 50] [--arch gfx950]``.
+Usage: ``python bench/index_build.py [--count 40] [--size-mb 50] [--small-count 500]``.
+The default run takes about two minutes on two cores.
 """
 
 from __future__ import annotations
@@ -29,23 +38,34 @@ import base64
 import hashlib
 import json
 import os
+import platform
+import re
+import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 
-from rocm_bake.index.hashcache import sha256_file  # noqa: E402
+from results import record, reset  # noqa: E402
+
+from rocm_bake import progress  # noqa: E402
 from rocm_bake.index.build import build_index  # noqa: E402
 from rocm_bake.index.check import clean_env, serve, uv_binary  # noqa: E402
+from rocm_bake.index.hashcache import hash_workers  # noqa: E402
 
+BENCH = "index_build"
 MACH = {"gfx950": 0x4F, "gfx1201": 0x4E, "gfx1151": 0x4A, "gfx942": 0x4C, "gfx1250": 0x49}
 TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
+PEP658_ATTRS = re.compile(r' data-(?:dist-info|core)-metadata="[^"]*"')
 
 
 def code_object(arch: str) -> bytes:
@@ -57,18 +77,20 @@ def _rec(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def make_wheel(out: Path, index: int, arch: str, size: int) -> Path:
-    name, version = f"benchpkg{index:03d}", "1.0.0+rocm10.1.0"
+def make_wheel(out: Path, index: int, arch: str, size: int, version: str = "1.0.0+rocm10.1.0") -> Path:
+    """A native wheel: an AMDGPU code object for ``arch`` plus ``size`` incompressible bytes, stored."""
+    name = f"benchpkg{index:03d}"
     info = f"{name}-{version}.dist-info"
     members = {
         f"{name}/__init__.py": b"",
         f"{name}/kernels/k.co": code_object(arch),
         f"{name}/lib/payload.bin": os.urandom(size),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                             f"Requires-Python: >=3.10\n").encode(),
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {TAG}\n".encode(),
     }
-    record = "".join(f"{n},{_rec(d)},{len(d)}\n" for n, d in members.items()) + f"{info}/RECORD,,\n"
-    members[f"{info}/RECORD"] = record.encode()
+    record_lines = "".join(f"{n},{_rec(d)},{len(d)}\n" for n, d in members.items()) + f"{info}/RECORD,,\n"
+    members[f"{info}/RECORD"] = record_lines.encode()
     path = out / f"{name}-{version}-{TAG}.whl"
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
         for member, data in members.items():
@@ -83,83 +105,240 @@ def warm_page_cache(paths: list[Path]) -> None:
                 pass
 
 
-def timed(fn) -> tuple[float, object]:  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
+def cli() -> list[str]:
+    script = Path(sys.executable).parent / "rocm-bake"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "rocm_bake"]
+
+
+def best(runs: int, prepare: Callable[[], None], fn: Callable[[], object]) -> float:
+    """The fastest of ``runs`` timed calls of ``fn``, each after an untimed ``prepare``."""
+    times = []
+    for _ in range(runs):
+        prepare()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def fresh(dist: Path) -> Callable[[], None]:
+    def prepare() -> None:
+        shutil.rmtree(dist / "index", ignore_errors=True)
+        shutil.rmtree(dist / ".cache", ignore_errors=True)
+
+    return prepare
+
+
+def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+
+
+def nothing() -> None:
+    return None
+
+
+# ---------------------------------------------------------------- rows
+
+
+def hashing_rows(paths: list[Path], wheels: Path, dist: Path, arch: str, runs: int) -> tuple[float, float]:
+    """Cold build vs openssl (same parallelism) and vs simple503; returns (cold CLI s, MiB)."""
+    workers = hash_workers()
+    per_proc = max(1, -(-len(paths) // workers))
+    listing = "\0".join(map(str, paths)).encode()
+    mib = sum(p.stat().st_size for p in paths) / (1 << 20)
+
+    def openssl() -> None:
+        subprocess.run(["xargs", "-0", "-P", str(workers), "-n", str(per_proc), "openssl", "dgst", "-sha256"],
+                       input=listing, check=True, stdout=subprocess.DEVNULL)
+
+    def library() -> None:
+        build_index(arch, wheels, dist)
+
+    build_cmd = [*cli(), "index", "build", "--arch", arch, "--wheels", str(wheels), "--out", str(dist), "--quiet"]
+    t_ssl = t_lib = t_cli = float("inf")
+    for _ in range(runs):  # alternate, so a noisy neighbour hits every contender alike
+        warm_page_cache(paths)
+        t_ssl = min(t_ssl, best(1, nothing, openssl))
+        t_lib = min(t_lib, best(1, fresh(dist), library))
+        t_cli = min(t_cli, best(1, fresh(dist), lambda: run(build_cmd)))
+    print(f"openssl x{workers}: {t_ssl:6.3f} s {mib / t_ssl:7.0f} MiB/s | cold library build {t_lib:6.3f} s "
+          f"{mib / t_lib:7.0f} MiB/s | cold CLI build {t_cli:6.3f} s")
+    ratio = t_ssl / t_lib
+    record(BENCH, "cold build vs openssl dgst -sha256",
+           subject=f"build_index cold, in process: hash + METADATA + code-object scan + write, {workers} threads",
+           baseline=f"xargs -P{workers} -n{per_proc} openssl dgst -sha256, same {len(paths)} wheels ({mib:.0f} MiB)",
+           ratio=round(ratio, 3), goal=">= 0.90x throughput", met=ratio >= 0.9,
+           note=f"{mib / t_lib:.0f} vs {mib / t_ssl:.0f} MiB/s")
+    record(BENCH, "cold CLI build vs openssl dgst -sha256",
+           subject="rocm-bake index build cold, as a subprocess (adds interpreter start-up and imports)",
+           baseline=f"xargs -P{workers} -n{per_proc} openssl dgst -sha256, same wheels",
+           ratio=round(t_ssl / t_cli, 3), goal="(shown, no goal)", met=None,
+           note=f"{t_cli:.3f} s vs {t_ssl:.3f} s")
+
+    def simple503() -> None:
+        run([str(Path(sys.executable).parent / "simple503"), "-e", str(origin), str(target)])
+
+    origin, target = dist.parent / "s503-origin", dist.parent / "s503-target"
+
+    def prepare_503() -> None:
+        shutil.rmtree(origin, ignore_errors=True)
+        shutil.rmtree(target, ignore_errors=True)
+        origin.mkdir()
+        for p in paths:
+            os.link(p, origin / p.name)  # simple503 moves its input: give it links
+
+    t_503 = best(runs, prepare_503, simple503)
+    shutil.rmtree(origin, ignore_errors=True)
+    shutil.rmtree(target, ignore_errors=True)
+    print(f"simple503 -e: {t_503:6.3f} s   cold CLI build: {t_cli:6.3f} s")
+    record(BENCH, "cold build vs simple503",
+           subject="rocm-bake index build cold (CLI): sha256 + validated METADATA + device-code check + PEP 658",
+           baseline="simple503 0.4 -e (PyPI; hashes and extracts PEP 658 metadata), same wheels, as a subprocess",
+           ratio=round(t_503 / t_cli, 3), goal=">= 1x (not slower)", met=t_503 / t_cli >= 1.0,
+           note=f"{t_cli:.3f} s vs {t_503:.3f} s")
+    return t_cli, mib
+
+
+WARM_SPLIT = """
+import contextlib, io, json, sys, time
+start = time.perf_counter()
+from rocm_bake import cli
+args = cli.build_parser().parse_args(sys.argv[1:])
+parsed = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()):
+    args.func(args)
+done = time.perf_counter()
+print(json.dumps({"startup": parsed - start, "command": done - parsed}))
+"""
+
+
+def warm_row(wheels: Path, dist: Path, arch: str, t_cold_cli: float, runs: int) -> None:
+    cmd = [*cli(), "index", "build", "--arch", arch, "--wheels", str(wheels), "--out", str(dist), "--json"]
+    fresh(dist)()
+    run(cmd)
+    t_warm = best(runs, nothing, lambda: run(cmd))
+    out = json.loads(run(cmd).stdout)
+    assert out["unchanged"] and out["hashed_bytes"] == 0, out
+    t_start = best(runs, nothing, lambda: run([sys.executable, "-c", "pass"]))
+    # Where the warm time goes: CLI start-up (importing every command module) vs this command's own work.
+    split = json.loads(run([sys.executable, "-c", WARM_SPLIT, *cmd[len(cli()):]], cwd=ROOT).stdout)
+    ratio = t_warm / t_cold_cli
+    print(f"warm CLI build: {t_warm:6.3f} s = {100 * ratio:.1f}% of cold ({t_cold_cli:.3f} s); "
+          f"python -c pass {t_start:.3f} s; CLI import + parser {split['startup'] * 1000:.0f} ms, "
+          f"the command itself {split['command'] * 1000:.1f} ms")
+    record(BENCH, "warm rebuild through the CLI",
+           subject="rocm-bake index build, nothing changed (subprocess)",
+           baseline=f"the cold CLI build over the same {len(list(wheels.glob('*.whl')))} wheels",
+           ratio=round(ratio, 4), goal="<= 0.05", met=ratio <= 0.05,
+           note=f"{t_warm * 1000:.0f} ms vs {t_cold_cli:.2f} s: python start-up {t_start * 1000:.0f} ms, "
+                f"CLI import + parser {split['startup'] * 1000:.0f} ms, index build itself "
+                f"{split['command'] * 1000:.1f} ms")
+
+
+def incremental_row(work: Path, arch: str, count: int) -> None:
+    wheels = work / "small" / "wheels"
+    dist = work / "small" / "dist"
+    wheels.mkdir(parents=True)
+    paths = [make_wheel(wheels, i, arch, 2048) for i in range(count)]
+    cmd = [*cli(), "index", "build", "--arch", arch, "--wheels", str(wheels), "--out", str(dist), "--json"]
+    cold = json.loads(run(cmd).stdout)
+    changed = paths[count // 2]
+    changed.unlink()
+    make_wheel(wheels, count // 2, arch, 2048, version="1.0.1+rocm10.1.0")
+    after = json.loads(run(cmd).stdout)
+    total = after["files_written"] + after["files_kept"]
+    print(f"one changed wheel among {count}: {after['files_written']} of {total} files written "
+          f"(cold build wrote {cold['files_written']})")
+    record(BENCH, f"files written, one changed wheel among {count}",
+           subject="rocm-bake index build after one wheel got a new version (CLI --json files_written)",
+           baseline=f"the {total} files of the index tree (a full rewrite)",
+           ratio=round(after["files_written"] / total, 4), goal="6 files: wheel, .metadata, page, metapackage x3",
+           met=after["files_written"] == 6, note=f"{after['files_written']} of {total}")
+
+
+def strip_pep658(dist: Path, arch: str, out: Path) -> None:
+    """The same index without PEP 658: no ``.metadata`` files, no metadata attributes in the pages."""
+    src = (dist / "index" / arch).resolve()
+    dest = out / "index" / arch
+    for dirpath, _dirs, names in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        for name in names:
+            if name.endswith(".metadata"):
+                continue
+            if name == "index.html":
+                page = (Path(dirpath) / name).read_text()
+                (dest / rel / name).write_text(PEP658_ATTRS.sub("", page))
+            else:
+                os.link(Path(dirpath) / name, dest / rel / name)
 
 
 def resolve_bytes(dist: Path, arch: str, work: Path) -> dict[str, int]:
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    if not venv.exists():
+        run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = str(venv / "bin" / "python")
     req = f"rocm-torch[device-{arch}]"
     out: dict[str, int] = {}
     with serve(dist) as served:
         url = f"{served.url}/index/{arch}/"
-        subprocess.run([uv_binary(), "pip", "install", "--dry-run", "--no-config", "--no-cache", "--python",
-                        python, "--default-index", url, req], check=True, capture_output=True, env=clean_env())
+        run([uv_binary(), "pip", "install", "--dry-run", "--no-config", "--no-cache", "--python", python,
+             "--default-index", url, req], env=clean_env(), cwd=work)
         out["uv"] = sum(r.bytes for r in served.requests())
         served.reset()
-        subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--isolated", "--dry-run",
-                        "--report", str(work / "report.json"), "--no-cache-dir", "--index-url", url, req],
-                       check=True, capture_output=True, env=clean_env(), cwd=work)
-        requests = served.requests()
-        out["pip_resolve"] = sum(r.bytes for r in requests if not r.path.endswith(".whl"))
-        out["pip_bodies"] = sum(r.bytes for r in requests if r.path.endswith(".whl"))
-        resolved = len(json.loads((work / "report.json").read_text())["install"])
-        out["resolved"] = resolved
+        run([sys.executable, "-m", "pip", "--python", python, "install", "--isolated", "--dry-run",
+             "--no-cache-dir", "--index-url", url, req], env=clean_env(), cwd=work)
+        out["pip"] = sum(r.bytes for r in served.requests())
     return out
+
+
+def resolve_rows(dist: Path, arch: str, work: Path) -> None:
+    without = work / "no658"
+    strip_pep658(dist, arch, without)
+    with_658 = resolve_bytes(dist, arch, work)
+    plain = resolve_bytes(without, arch, work)
+    for tool in ("uv", "pip"):
+        ratio = with_658[tool] / plain[tool]
+        print(f"resolve-only {tool}: {with_658[tool]:,} bytes with PEP 658, {plain[tool]:,} without ({100 * ratio:.3f}%)")
+        record(BENCH, f"resolve-only bytes, {tool} --dry-run",
+               subject=f"{tool} resolving rocm-torch[device-{arch}] from the index with PEP 658 .metadata",
+               baseline="the same index without .metadata files or attributes (http.server: no Range, whole wheels)",
+               ratio=round(ratio, 6), goal="<= 0.01", met=ratio <= 0.01,
+               note=f"{with_658[tool]:,} vs {plain[tool]:,} bytes")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=40)
     parser.add_argument("--size-mb", type=float, default=50)
+    parser.add_argument("--small-count", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=3, help="timed runs per contender (best is kept)")
     parser.add_argument("--arch", default="gfx950", choices=sorted(MACH))
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp dir, removed afterwards")
     args = parser.parse_args()
+    for tool in ("openssl", "xargs"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"bench/index_build.py needs {tool} on PATH (apt-get install {tool})")
+    if not (Path(sys.executable).parent / "simple503").exists():
+        raise SystemExit("bench/index_build.py needs simple503: pip install -e '.[bench]'")
 
+    reset(BENCH)
+    progress.set_quiet(True)  # the in-process builds: the figures are the output here
+    print(f"{platform.node()}: {hash_workers()} cores, python {platform.python_version()}")
     with tempfile.TemporaryDirectory(prefix="rocm-bake-bench-", dir=args.workdir) as tmp:
         work = Path(tmp)
         dist = work / "dist"
-        wheels_dir = dist / "wheels" / args.arch
-        wheels_dir.mkdir(parents=True)
-        size = int(args.size_mb * (1 << 20))
+        wheels = dist / "wheels" / args.arch
+        wheels.mkdir(parents=True)
         print(f"generating {args.count} wheels x {args.size_mb:g} MB ...", flush=True)
-        paths = [make_wheel(wheels_dir, i, args.arch, size) for i in range(args.count)]
-        total = sum(p.stat().st_size for p in paths)
-        warm_page_cache(paths)
-
-        t_sum, _ = timed(lambda: subprocess.run(["sha256sum", *map(str, paths)], check=True,
-                                                stdout=subprocess.DEVNULL))
-        t_lib, _ = timed(lambda: [sha256_file(p) for p in paths])
-        t_cold, cold = timed(lambda: build_index(args.arch, wheels_dir, dist))
-        t_warm, warm = timed(lambda: build_index(args.arch, wheels_dir, dist))
-        assert cold.index_sha256 == warm.index_sha256 and warm.hashed_bytes == 0  # type: ignore[attr-defined]
-        res = resolve_bytes(dist, args.arch, work)
-
-    mb = total / (1 << 20)
-    print(f"wheels: {args.count}, {mb:.0f} MiB total")
-    print(f"sha256sum:   {t_sum:7.3f} s  {mb / t_sum:8.1f} MiB/s")
-    print(f"hashlib 1x:  {t_lib:7.3f} s  {mb / t_lib:8.1f} MiB/s   (stricter baseline: one thread, OpenSSL)")
-    print(f"cold build:  {t_cold:7.3f} s  {mb / t_cold:8.1f} MiB/s   "
-          f"throughput vs sha256sum: {t_sum / t_cold:.2f}x  (target >= 0.90x); "
-          f"vs one-thread hashlib: {t_lib / t_cold:.2f}x")
-    print(f"warm build:  {t_warm:7.3f} s   warm/cold: {100 * t_warm / t_cold:.2f}%  (target <= 2%)")
-    print(f"resolve-only, uv --dry-run:        {res['uv']:>12,} bytes  "
-          f"{100 * res['uv'] / total:.4f}% of wheel bytes  (target <= 1%)")
-    print(f"resolve-only, pip resolve phase:   {res['pip_resolve']:>12,} bytes  "
-          f"{100 * res['pip_resolve'] / total:.4f}% of wheel bytes  ({res['resolved']} resolved)")
-    print(f"pip {pip_version()} then fetched bodies: {res['pip_bodies']:>12,} bytes  "
-          f"{100 * res['pip_bodies'] / total:.1f}% (pip < 25.3 downloads after a --dry-run resolve)")
+        size = int(args.size_mb * (1 << 20))
+        paths = [make_wheel(wheels, i, args.arch, size) for i in range(args.count)]
+        t_cold_cli, _ = hashing_rows(paths, wheels, dist, args.arch, args.runs)
+        warm_row(wheels, dist, args.arch, t_cold_cli, max(args.runs, 5))
+        resolve_rows(dist, args.arch, work)
+        shutil.rmtree(dist)
+        incremental_row(work, args.arch, args.small_count)
     return 0
-
-
-def pip_version() -> str:
-    import importlib.metadata
-
-    return importlib.metadata.version("pip")
 
 
 if __name__ == "__main__":
