@@ -10,7 +10,6 @@ re-hashing (see ``rocm_bake.index.hashcache``).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, Re
 from components.dynamic import check_inputs, has_unknown
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import DEFAULT_ROCM_VERSION, IndexResult, build_index, index_dir, is_rocm_bake_index
-from rocm_bake.index import check_rocm_version, plan_index, tree_matches
+from rocm_bake.index import check_rocm_version, plan_index, remove_index, tree_matches
 
 #: Changing these moves the index directory, so the old one is replaced.
 REPLACE_KEYS = ("arch", "dist")
@@ -93,10 +92,8 @@ class WheelIndexProvider(ResourceProvider):
         return ReadResult(id_=id_, outs={**props, "index_sha256": on_disk_sha256(props)})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        """Remove the index, but only if it is still one rocm-bake wrote."""
-        out = Path(props.get("index_dir") or _id)
-        if is_rocm_bake_index(out):
-            shutil.rmtree(out)
+        """Remove the index (its link and versioned trees), but only if it is still one rocm-bake wrote."""
+        remove_index(Path(props["dist"]), props["arch"])
 
 
 class WheelIndex(pulumi.dynamic.Resource):

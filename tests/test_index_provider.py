@@ -69,7 +69,7 @@ def test_delete_leaves_a_directory_rocm_bake_did_not_write(tmp_path: Path) -> No
     foreign = tmp_path / "index" / "gfx950"
     foreign.mkdir(parents=True)
     (foreign / "index.html").write_text("<html>someone else's</html>")
-    WheelIndexProvider().delete(str(foreign), {"index_dir": str(foreign)})
+    WheelIndexProvider().delete(str(foreign), {"index_dir": str(foreign), "dist": str(tmp_path), "arch": "gfx950"})
     assert (foreign / "index.html").exists()
 
 

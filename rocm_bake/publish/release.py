@@ -69,12 +69,17 @@ SAFE_ASSET_NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]*[A-Za-z0-9_+-]$")
 
 
 def release_tag(arch: str, rocm_version: str = DEFAULT_ROCM_VERSION) -> str:
-    """One release per arch: the tag names both the arch and the ROCm version."""
-    return f"wheels-{arch}-rocm{rocm_version}"
+    """One release per index: the tag names its arches (``gfx950-gfx1201`` for a fat build) and the ROCm version."""
+    from rocm_bake.index.target import IndexTarget
+
+    return f"wheels-{IndexTarget.parse(arch).dir_name}-rocm{rocm_version}"
 
 
 def pages_prefix(arch: str) -> str:
-    return f"data/wheels/{arch}/"
+    """The index's gh-pages folder: the same name as its ``DIST/index/`` directory."""
+    from rocm_bake.index.target import IndexTarget
+
+    return f"data/wheels/{IndexTarget.parse(arch).dir_name}/"
 
 
 def git_blob_sha(data: bytes) -> str:
