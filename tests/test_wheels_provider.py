@@ -166,3 +166,17 @@ def test_declared_extraction_depends_on_the_image_ref(tmp_path: Path) -> None:
     assert dynamic.inputs["image_refs"] == [seen["ref"]]
     assert "@sha256:" in seen["ref"] and ":latest" not in seen["ref"]
     assert dynamic.inputs["arch"] == "gfx950" and dynamic.inputs["wheel_dir"] == "/wheels/"
+
+
+def test_a_fat_stack_fetches_by_its_combined_tag_into_its_own_directory(registry: Registry, tmp_path: Path) -> None:
+    """PYTORCH_ROCM_ARCH='gfx950;gfx1201': images tagged gfx950_gfx1201-…, wheels in wheels/gfx950-gfx1201/."""
+    entries = [Entry("wheels", kind="dir"), Entry(f"wheels/{wheel('torch', '2.15.0')}", b"fat")]
+    digest = push_image(registry.address, "rocm-bake/prov-fat", "gfx950_gfx1201-rocm10.1.0", [Layer(entries)]).digest
+    provider = FetchedWheelsProvider()
+    news = {"arch": "gfx950;gfx1201", "dist": str(tmp_path), "wheel_dir": "/wheels/",
+            "image_refs": [f"{registry.address}/rocm-bake/prov-fat:gfx950_gfx1201-rocm10.1.0@{digest}"]}
+    assert provider.check({}, news).failures == []
+    created = provider.create(news)
+    assert created.id == str(tmp_path / "wheels" / "gfx950-gfx1201")
+    single = provider.check({}, {**news, "image_refs": [f"{registry.address}/rocm-bake/torch:gfx950-rocm10.1.0"]})
+    assert "tagged for gfx950, not gfx950;gfx1201" in single.failures[0].reason

@@ -116,28 +116,32 @@ def check_ref_for_arch(ref: str, arch: str) -> ImageRef:
     whose first ``-``-separated part is not ``arch``. A digest-only ref is
     content-addressed, so it is accepted as is.
     """
-    validate_arch(arch)
+    from rocm_bake.index.target import IndexTarget
+
+    target = IndexTarget.parse(arch)  # one arch, or a fat build's ;-list (tagged gfx950_gfx1201-...)
+    arch = target.spelling
+    expected = f"{target.tag_suffix}-rocm10.1.0"
     parsed = parse_ref(ref)
     if parsed.tag == "latest":
         raise RocmBakeError(f"image ref {ref!r} refused for {arch}: {LATEST_REASON}")
     if parsed.tag is None and parsed.digest is None:
         raise RocmBakeError(
             f"image ref {ref!r} has no tag, which means :latest: {LATEST_REASON}; "
-            f"use the arch tag, e.g. :{arch_tag(arch, '10.1.0')}"
+            f"use the arch tag, e.g. :{expected}"
         )
     if parsed.tag is not None:
         head = parsed.tag.split("-", 1)[0]
         try:
-            tag_arch = validate_arch(head)
+            tag_target = IndexTarget.parse(head.replace("_", ";"))
         except RocmBakeError:
             raise RocmBakeError(
                 f"image ref {ref!r}: tag {parsed.tag!r} names no architecture "
-                f"(expected <arch>-rocm<version>, e.g. {arch_tag(arch, '10.1.0')}); {LATEST_REASON}"
+                f"(expected <arch>-rocm<version>, e.g. {expected}); {LATEST_REASON}"
             ) from None
-        if tag_arch != arch:
+        if tag_target != target:
             raise RocmBakeError(
-                f"image ref {ref!r} is tagged for {tag_arch}, not {arch}: refusing to put "
-                f"{tag_arch} wheels in the {arch} index"
+                f"image ref {ref!r} is tagged for {tag_target.spelling}, not {arch}: refusing to put "
+                f"{tag_target.spelling} wheels in the {arch} index"
             )
     return parsed
 

@@ -39,7 +39,7 @@ from typing import IO, Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from pydantic import BaseModel, ValidationError
 
-from rocm_bake.arch import validate_arch
+from rocm_bake.index.target import IndexTarget
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.client import (
     Descriptor,
@@ -412,7 +412,8 @@ def fetch_wheels(
     Every ref is checked against ``arch`` before anything is downloaded.
     Wheel names shared by two images must have identical content.
     """
-    validate_arch(arch)
+    target = IndexTarget.parse(arch)  # one arch, or a fat build's ;-list
+    arch = target.spelling
     if not image_refs:
         raise RocmBakeError(f"no images given for {arch}: pass at least one --image")
     refs = [check_ref_for_arch(r, arch) for r in image_refs]
@@ -423,7 +424,7 @@ def fetch_wheels(
     wheel_dir_norm = "/" + "/".join(wheel_parts) + "/"
     dist = Path(dist)
     root = dist / "wheels"
-    out = root / arch
+    out = root / target.dir_name
     if out.exists() and not (out / FETCH_MANIFEST).exists():
         raise RocmBakeError(
             f"{out} exists but has no {FETCH_MANIFEST}: not replacing files rocm-bake did not write"
@@ -477,7 +478,7 @@ def _fetch(
         return _result(arch, out, True, images, previous.wheels, pool, base)
 
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{arch}-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=root))
     try:
         images, records, wheels = _populate(plans, out, tmp, wheel_parts, all_layers, pool)
         manifest = FetchManifest(arch=arch, wheel_dir=wheel_dir, images=records, wheels=wheels)
