@@ -118,6 +118,9 @@ def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err == ""
     assert cli.main(["index", "check", str(dist), "--arch", "gfx950", "--no-extra-index"]) == 2
     assert "no rocm-bake index for gfx950" in capsys.readouterr().err
+    assert cli.main(["index", "check", str(dist), "--python", str(tmp_path / "no-python")]) == 2
+    err = capsys.readouterr().err
+    assert "--python" in err and "no such interpreter" in err and "Traceback" not in err
 
 
 def test_nothing_to_check(tmp_path: Path) -> None:

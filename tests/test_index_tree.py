@@ -296,6 +296,38 @@ def test_readers_never_see_a_missing_index(wheels: Path, tmp_path: Path) -> None
     assert reads > 100 and misses == 0
 
 
+def test_a_second_writer_waits_for_the_first(wheels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One writer per index: a build waits, visibly, while another holds the index's lock."""
+    import threading
+
+    dist = tmp_path / "dist"
+    store = index_mod._store(dist, index_mod.IndexTarget.parse("gfx950"))
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.locked():
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    results: list[object] = []
+    builder = threading.Thread(target=lambda: results.append(build_index("gfx950", wheels, dist)))
+    builder.start()
+    for _ in range(200):
+        if "waiting for another rocm-bake writing" in capsys.readouterr().err:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the second writer neither waited visibly nor finished")
+    assert not results and not os.path.lexists(dist / "index" / "gfx950")
+    release.set()
+    holder.join(10)
+    builder.join(30)
+    assert len(results) == 1 and (dist / "index" / "gfx950" / "index.html").is_file()
+
+
 def test_a_foreign_directory_or_link_is_refused(wheels: Path, tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     (dist / "index").mkdir(parents=True)

@@ -93,11 +93,13 @@ def _print_build(result: dict[str, Any], as_json: bool) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     from rocm_bake.index import stamp
-    from rocm_bake.index.target import dir_name_of
+    from rocm_bake.index.target import DIR_NAME, dir_name_of
 
     # The warm path: nothing changed since the last build, proven from stat alone.
-    hit = stamp.quick_result(args.out, dir_name_of(args.arch), args.arch, args.wheels, args.wheel_url,
-                             args.rocm_version)
+    dir_name = dir_name_of(args.arch)
+    hit = None
+    if DIR_NAME.match(dir_name):  # anything else is refused, with its reason, by the full build
+        hit = stamp.quick_result(args.out, dir_name, args.arch, args.wheels, args.wheel_url, args.rocm_version)
     if hit is None:
         from rocm_bake.index import build_index
 

@@ -566,6 +566,8 @@ def remove_index(dist: Path, arch: "str | IndexTarget") -> bool:
 
     target = IndexTarget.parse(arch)
     store = _store(Path(dist), target)
+    if not os.path.lexists(store.link) and not store.trees.exists():
+        return False
     with store.locked():
         store.recover()
         try:
