@@ -7,23 +7,23 @@ compares what the local index would publish with what was recorded (or
 what ``refresh`` read back from GitHub), so drift made by hand shows up and
 the next ``up`` repairs it.
 
-* ``pulumi_github.Release`` per arch, tag ``wheels-<arch>-rocm<version>``:
+* ``GitHubRelease`` (dynamic) per index, tag ``wheels-<arch>-rocm<version>``:
   "One release per architecture", because the wheel filenames are
   architecture-independent and would collide inside one release.
-* ``ReleaseAssets`` (dynamic): the release's assets, via ``rocm_bake.publish.release``.
+* ``ReleaseAssets`` (dynamic): the release's assets, via ``rocm_bake.publish``.
 * ``PagesIndex`` (dynamic): ``data/wheels/<arch>/`` on gh-pages, one commit.
 
-All work is ``rocm_bake.publish.release``. The GitHub token is never a
-resource input nor part of a provider object (providers are pickled into
-state): the dynamic providers read it at run time in ``configure`` (secret
-config ``rocm-bake:githubToken``, else ``GITHUB_TOKEN``), and the github
-provider gets the secret config or reads ``GITHUB_TOKEN`` itself, so a
-rotated token is what ``refresh``, ``destroy`` and a replace use.
+All work is ``rocm_bake.publish``. The GitHub token is never a resource
+input nor part of a provider object (providers are pickled into state): the
+providers read it at run time in ``configure`` (secret config
+``rocm-bake:githubToken``, else ``GITHUB_TOKEN``), so a rotated token is what
+``refresh``, ``destroy`` and a replace use.
 
-One path owns a release: when ``rocm-bake publish`` (or anyone) already made
-the tag's release, the ``Release`` resource adopts it with ``import`` instead
-of failing with 422 ``already_exists``; both paths write the same name and
-body (``rocm_bake.publish.release_text``).
+One path owns a release: ``GitHubRelease`` creates it through the same core
+function as ``rocm-bake publish`` (``ensure_release``), so whichever runs
+first makes it and the other adopts it, instead of failing with 422
+``already_exists``. (pulumi-github's ``Release`` would be the other owner,
+and its plugin cannot be built from the Go modules this machine reaches.)
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import pulumi_github as github
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from components.dynamic import has_unknown
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import DEFAULT_ROCM_VERSION
 from rocm_bake.publish import GitHubClient, GitHubEndpoints
-from rocm_bake.publish import Publisher, commit_pages, git_blob_sha, pages_prefix, release_tag, release_text, remote_pages
+from rocm_bake.publish import Publisher, commit_pages, ensure_release, git_blob_sha, pages_prefix, release_tag
+from rocm_bake.publish import release_text, remote_pages
 
 #: A different arch, repo, version or GitHub is a different release: replace.
 REPLACE_KEYS = ("arch", "repo", "rocm_version", "api_url")
@@ -92,6 +92,41 @@ def _assets_differ(want: list[dict[str, Any]], have: list[dict[str, Any]] | None
     if set(w) != set(h):
         return True
     return any(w[n][0] != h[n][0] or (h[n][1] is not None and h[n][1] != w[n][1]) for n in w)
+
+
+class GitHubReleaseProvider(GitHubProvider):
+    """The index's release: created (or adopted) through the core, so the CLI and Pulumi share one owner."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        tag = release_tag(props["arch"], props["rocm_version"])
+        with self.client(props) as client:
+            release = ensure_release(client, props["arch"], tag, props["rocm_version"], True)
+        name, body = release_text(props["arch"], props["rocm_version"])
+        return CreateResult(id_=f"{props['repo']}/{tag}", outs={**_inputs(props), "tag": tag,
+                                                                 "release_id": release.id, "name": name, "body": body})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        if has_unknown(news, INPUT_KEYS):
+            return DiffResult(changes=True)
+        replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
+        if replaces:
+            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        return DiffResult(changes=olds.get("release_id") is None)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self.create(news).outs)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: a release deleted by hand reads back with no id, and the next up makes it again."""
+        with self.client(props) as client:
+            release = client.get_release_by_tag(props["tag"])
+        return ReadResult(id_=id_, outs={**props, "release_id": release.id if release else None})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        with self.client(props) as client:
+            release = client.get_release_by_tag(props["tag"])
+            if release is not None:
+                client.delete_release(release.id)
 
 
 class ReleaseAssetsProvider(GitHubProvider):
@@ -185,6 +220,16 @@ class PagesIndexProvider(GitHubProvider):
             commit_pages(client, props["arch"], tag, {})
 
 
+class GitHubRelease(pulumi.dynamic.Resource):
+    tag: pulumi.Output[str]
+    release_id: pulumi.Output[int]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+        outs = {"release_id": None, "name": None, "body": None}
+        tag = release_tag(props["arch"], props["rocm_version"])  # known at declaration: plan shows it
+        super().__init__(GitHubReleaseProvider(), name, {**props, "tag": tag, **outs}, opts)
+
+
 class ReleaseAssets(pulumi.dynamic.Resource):
     tag: pulumi.Output[str]
     release_id: pulumi.Output[int]
@@ -206,23 +251,12 @@ class PagesIndex(pulumi.dynamic.Resource):
         super().__init__(PagesIndexProvider(), name, {**props, "files": None, "commit": None, "pages_url": None}, opts)
 
 
-def existing_release_id(repo_name: str, owner: str, tag: str, provider: github.Provider) -> str | None:
-    """The id of the tag's release if one exists already (made by ``rocm-bake publish``), for ``import``."""
-    try:
-        found = github.get_release(owner=owner, repository=repo_name, retrieve_by="tag", release_tag=tag,
-                                   opts=pulumi.InvokeOptions(provider=provider))
-    except Exception:  # noqa: BLE001 - the data source fails when there is no such release: nothing to adopt
-        return None
-    return str(found.release_id) if found.release_id else None
-
-
 class PublishedIndex(pulumi.ComponentResource):
-    """One arch published: ``pulumi_github.Release`` + ``ReleaseAssets`` + ``PagesIndex``.
+    """One index published: ``GitHubRelease`` + ``ReleaseAssets`` + ``PagesIndex``.
 
     ``depends_on_digest`` should be the WheelIndex's ``index_sha256`` output,
     so publishing waits for (and re-diffs on) the index this program built.
-    ``token`` is the secret config value, or None to let the github provider
-    read ``GITHUB_TOKEN`` itself. Outputs: ``release_tag``, ``asset_count``, ``pages_url``.
+    Outputs: ``release_tag``, ``asset_count``, ``pages_url``.
     """
 
     release_tag: pulumi.Output[str]
@@ -237,36 +271,25 @@ class PublishedIndex(pulumi.ComponentResource):
         repo: str,
         rocm_version: str,
         api_url: str,
-        token: "pulumi.Output[str] | None",
         opts: pulumi.ResourceOptions | None = None,
         *,
         depends_on_digest: "pulumi.Input[str] | None" = None,
         endpoints: GitHubEndpoints | None = None,
     ) -> None:
         super().__init__("rocm-bake:publish:PublishedIndex", name, None, opts)
-        owner, repo_name = repo.split("/")
         ends = (endpoints or GitHubEndpoints()).model_copy(update={"api_url": api_url})
-        tag = release_tag(arch, rocm_version)
-        title, body = release_text(arch, rocm_version)
-        provider = github.Provider(f"{name}-github", owner=owner, token=token,
-                                   base_url=api_url.rstrip("/") + "/", opts=pulumi.ResourceOptions(parent=self))
-        adopt = existing_release_id(repo_name, owner, tag, provider)
-        release = github.Release(
-            f"{name}-release", repository=repo_name, tag_name=tag, name=title, body=body,
-            draft=False, prerelease=False,
-            opts=pulumi.ResourceOptions(parent=self, provider=provider,
-                                        import_=f"{repo_name}:{adopt}" if adopt else None),
-        )
         props = {"arch": arch, "dist": str(dist), "repo": repo, "rocm_version": rocm_version,
                  "api_url": ends.api_url, "uploads_url": ends.uploads_url, "web_url": ends.web_url,
                  "pages_url": ends.pages_url, "depends_on_digest": depends_on_digest}
+        release = GitHubRelease(f"{name}-release", {**props, "depends_on_digest": None},
+                                pulumi.ResourceOptions(parent=self))
         assets = ReleaseAssets(f"{name}-assets", props, pulumi.ResourceOptions(parent=self, depends_on=[release]))
         pages = PagesIndex(f"{name}-pages", {**props, "depends_on_digest": assets.asset_count.apply(str)},
                            pulumi.ResourceOptions(parent=self, depends_on=[assets]))
         self.release = release
         self.assets = assets
         self.pages = pages
-        self.release_tag = release.tag_name
+        self.release_tag = release.tag
         self.asset_count = assets.asset_count
         self.pages_url = pages.pages_url
         self.register_outputs({"release_tag": self.release_tag, "asset_count": self.asset_count,
@@ -278,8 +301,9 @@ def declare_publish(config: Any, token: "pulumi.Output[str] | None",
     """Declare publishing when ``rocm-bake:publish`` is true; nothing otherwise.
 
     ``token`` is ``rocm-bake:githubToken`` read with ``get_secret`` (or None:
-    ``GITHUB_TOKEN`` then). Neither present is a clear error at declaration,
-    before anything is created.
+    ``GITHUB_TOKEN`` then): only its presence is checked here, so neither
+    present is a clear error at declaration, before anything is created. The
+    providers read the value itself at run time.
     """
     if not config.publish:
         return {"publish": "not declared: rocm-bake:publish is false (publishing is a separate decision)"}
@@ -289,7 +313,7 @@ def declare_publish(config: Any, token: "pulumi.Output[str] | None",
             f"`pulumi config set --secret {TOKEN_KEY} …` or set GITHUB_TOKEN"
         )
     published = PublishedIndex(f"publish-{config.index_name}", config.pytorch_rocm_arch, config.dist,
-                               config.github_repo, config.rocm_version, config.github_api_url, token,
+                               config.github_repo, config.rocm_version, config.github_api_url,
                                depends_on_digest=depends_on_digest)
     return {"release_tag": published.release_tag, "asset_count": published.asset_count,
             "pages_url": published.pages_url}

@@ -38,7 +38,7 @@ def configured(provider_type: type, gh: FakeGitHub, monkeypatch: pytest.MonkeyPa
 def test_release_assets_create_diff_refresh_repair_delete(gh: FakeGitHub, dist: Path) -> None:
     provider = configured(ReleaseAssetsProvider, gh)
     p = props(gh, dist)
-    gh.state.releases[99] = {"id": 99, "tag_name": release_tag(ARCH), "name": "n", "draft": False}  # the Release resource
+    gh.state.releases[99] = {"id": 99, "tag_name": release_tag(ARCH), "name": "n", "draft": False}  # made by the CLI
     created = provider.create(p)
     assert created.outs["asset_count"] == 8 and created.outs["release_id"] == 99
     assert len(gh.state.release_assets(release_tag(ARCH))) == 8
@@ -58,6 +58,26 @@ def test_release_assets_create_diff_refresh_repair_delete(gh: FakeGitHub, dist: 
 
     provider.delete(created.id, updated.outs)
     assert gh.state.release_assets(release_tag(ARCH)) == {}
+
+
+def test_release_is_adopted_refreshed_and_deleted(gh: FakeGitHub, dist: Path) -> None:
+    """One owner: a release the CLI made is adopted (no 422); refresh sees a hand deletion; delete removes it."""
+    from components.publish import GitHubReleaseProvider
+
+    gh.state.releases[77] = {"id": 77, "tag_name": release_tag(ARCH), "name": "n", "draft": False}
+    provider = configured(GitHubReleaseProvider, gh)
+    p = {**props(gh, dist), "tag": release_tag(ARCH)}
+    created = provider.create(p)
+    assert created.outs["release_id"] == 77 and len(gh.state.releases) == 1
+    assert provider.diff(created.id, created.outs, p).changes is False
+    del gh.state.releases[77]
+    refreshed = provider.read(created.id, created.outs).outs
+    assert refreshed["release_id"] is None
+    assert provider.diff(created.id, refreshed, p).changes is True
+    again = provider.update(created.id, refreshed, p).outs
+    assert gh.state.release_by_tag(release_tag(ARCH))["id"] == again["release_id"]
+    provider.delete(created.id, again)
+    assert gh.state.release_by_tag(release_tag(ARCH)) is None
 
 
 def test_release_assets_drift_by_replaced_bytes(gh: FakeGitHub, dist: Path) -> None:
@@ -145,13 +165,11 @@ def test_publish_true_declares_release_assets_and_pages_for_that_arch(monkeypatc
     by_type = {}
     for r in resources:
         by_type.setdefault(r.typ, []).append(r)
-    assert set(by_type) == {"rocm-bake:publish:PublishedIndex", "pulumi:providers:github", "github:index/release:Release",
-                            "pulumi-python:dynamic:Resource"}
-    (release,) = by_type["github:index/release:Release"]
-    assert release.inputs["tagName"] == "wheels-gfx950-rocm10.1.0" and release.inputs["repository"] == "rocm-bake"
-    assert release.inputs["draft"] is False and release.inputs["prerelease"] is False
-    dynamic = sorted(r.name for r in by_type["pulumi-python:dynamic:Resource"])
-    assert dynamic == ["publish-gfx950-assets", "publish-gfx950-pages"]
+    assert set(by_type) == {"rocm-bake:publish:PublishedIndex", "pulumi-python:dynamic:Resource"}
+    dynamic = {r.name: r.inputs for r in by_type["pulumi-python:dynamic:Resource"]}
+    assert sorted(dynamic) == ["publish-gfx950-assets", "publish-gfx950-pages", "publish-gfx950-release"]
+    release = dynamic["publish-gfx950-release"]
+    assert release["tag"] == "wheels-gfx950-rocm10.1.0" and release["repo"] == "octo/rocm-bake"
     assert all(r.inputs["arch"] == ARCH for r in by_type["pulumi-python:dynamic:Resource"])
     assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
 
@@ -167,8 +185,7 @@ def test_token_is_no_resource_input_and_not_in_the_pickled_provider(gh: FakeGitH
         if r.typ == "pulumi-python:dynamic:Resource":
             assert "token" not in r.inputs
             assert b"ghp_secret_x" not in dill.dumps(r.inputs.get("__provider", ""))
-    (github_provider,) = [r for r in resources if r.typ == "pulumi:providers:github"]
-    assert "ghp_secret_x" in str(github_provider.inputs["token"])  # a secret: encrypted in state
+    assert not [r for r in resources if "ghp_secret_x" in str(r.inputs)]  # in no resource's inputs at all
 
     def bearer(provider: ReleaseAssetsProvider) -> str:
         with provider.client(props(gh, Path("dist"))) as client:
@@ -190,6 +207,6 @@ def test_publish_true_without_token_is_a_clear_error(monkeypatch: pytest.MonkeyP
 def test_fat_build_publishes_its_own_release(monkeypatch: pytest.MonkeyPatch) -> None:
     resources, exports = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "t",
                                    "rocm-bake:pytorchRocmArch": "gfx950;gfx1201"}, monkeypatch, stack="fat")
-    (release,) = [r for r in resources if r.typ == "github:index/release:Release"]
-    assert release.inputs["tagName"] == "wheels-gfx950-gfx1201-rocm10.1.0"
+    (release,) = [r for r in resources if r.name == "publish-gfx950-gfx1201-release"]
+    assert release.inputs["tag"] == "wheels-gfx950-gfx1201-rocm10.1.0"
     assert exports["release_tag"] == "wheels-gfx950-gfx1201-rocm10.1.0"

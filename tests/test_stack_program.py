@@ -112,8 +112,8 @@ def test_wheels_fetched_from_every_wheel_image_then_indexed():
 def test_publish_on_declares_release_per_arch(monkeypatch):
     monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
     resources, _, exports = declare("gfx950", {"rocm-bake:publish": "true"})
-    (release,) = [r for r in resources if r.typ == "github:index/release:Release"]
-    assert release.inputs["tagName"] == "wheels-gfx950-rocm10.1.0"
+    (release,) = [r for r in resources if r.name == "publish-gfx950-release"]
+    assert release.inputs["tag"] == "wheels-gfx950-rocm10.1.0"
     assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
 
 
@@ -125,8 +125,8 @@ def test_fat_build_is_a_full_stack(monkeypatch):
     assert dynamic["wheels-gfx950-gfx1201"]["arch"] == "gfx950;gfx1201"
     assert all(":gfx950_gfx1201-rocm10.1.0@" in ref for ref in dynamic["wheels-gfx950-gfx1201"]["image_refs"])
     assert dynamic["index-gfx950-gfx1201"]["index_dir"].endswith("index/gfx950-gfx1201")
-    (release,) = [r for r in resources if r.typ == "github:index/release:Release"]
-    assert release.inputs["tagName"] == "wheels-gfx950-gfx1201-rocm10.1.0"
+    (release,) = [r for r in resources if r.name == "publish-gfx950-gfx1201-release"]
+    assert release.inputs["tag"] == "wheels-gfx950-gfx1201-rocm10.1.0"
 
 
 def test_gpu_test_declared_where_a_node_has_the_card():

@@ -16,6 +16,7 @@ _EXPORTS: dict[str, str] = {
     "GitHubEndpoints": "github",
     "Publisher": "release",
     "commit_pages": "release",
+    "ensure_release": "release",
     "git_blob_sha": "release",
     "pages_prefix": "release",
     "publish": "release",
@@ -28,7 +29,7 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from rocm_bake.publish.github import GitHubClient, GitHubEndpoints
-    from rocm_bake.publish.release import Publisher, commit_pages, git_blob_sha, pages_prefix, publish, release_tag, release_text, remote_pages
+    from rocm_bake.publish.release import Publisher, commit_pages, ensure_release, git_blob_sha, pages_prefix, publish, release_tag, release_text, remote_pages
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

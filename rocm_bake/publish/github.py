@@ -307,6 +307,14 @@ class GitHubClient:
         self.counters.releases_created += 1
         return Release.model_validate(response.json())
 
+    def delete_release(self, release_id: int) -> None:
+        """Delete a release (its assets go with it); one already gone is what we wanted."""
+        try:
+            self.request("DELETE", self.api(f"/releases/{release_id}"), ok=(204,))
+        except GitHubHTTPError as exc:
+            if exc.status != 404:
+                raise
+
     def list_assets(self, release_id: int) -> list[Asset]:
         return [Asset.model_validate(a) for a in self._paged(self.api(f"/releases/{release_id}/assets"))]
 
