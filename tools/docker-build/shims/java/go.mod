@@ -1,0 +1,3 @@
+module github.com/pulumi/pulumi-java
+
+go 1.26

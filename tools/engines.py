@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Build the engines from the pinned Go modules under tools/, cache them by version, link them into .tools/bin.
+
+The Pulumi CLI, its Python language host, the docker-build plugin, BuildKit
+and buildx are Go programs; this machine reaches the Go module proxy and no
+download site, so they are built here with ``go build`` from the modules
+pinned in ``tools/<engine>/go.mod`` + ``go.sum`` (never a downloaded binary).
+
+* Cached outside the work tree by engine, version and the hash of its go.sum
+  (``$XDG_CACHE_HOME/rocm-bake/engines/<name>-<version>-<hash>/``), so a fresh
+  clone on the same machine (CI) reuses them and a second setup builds nothing.
+* A ``pulumi`` v3 already on PATH is used as is (linked, not built).
+* Plugins are registered with ``pulumi plugin install resource NAME VERSION
+  --file BIN``: the engine never tries to download one.
+
+Usage: ``python tools/engines.py [--only NAME ...]`` (``make setup`` runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = ROOT / "tools"
+BIN = ROOT / ".tools" / "bin"
+PULUMI_VERSION = "3.274.0"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One Go module under tools/ and the commands built from it."""
+
+    name: str
+    version: str
+    packages: tuple[str, ...]
+    binaries: tuple[str, ...]
+    ldflags: str = ""
+    #: Files copied from the module cache beside the binaries: (module@version, path in module, name).
+    extras: tuple[tuple[str, str, str], ...] = ()
+    #: Resource plugin to register with the Pulumi CLI: (plugin name, binary).
+    plugin: tuple[str, str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+ENGINES = (
+    Engine(
+        "pulumi", PULUMI_VERSION, ("github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",), ("pulumi",),
+        ldflags=f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v{PULUMI_VERSION}",
+    ),
+    # Our own host (tools/pulumi-language-python/main.go): upstream's module is not served here.
+    # The two scripts it runs ship in the SDK module's python folder.
+    Engine(
+        "pulumi-language-python", PULUMI_VERSION, (".",), ("pulumi-language-python",),
+        ldflags=f"-X main.version={PULUMI_VERSION}",
+        extras=(
+            (f"github.com/pulumi/pulumi/sdk/v3@v{PULUMI_VERSION}", "python/cmd/pulumi-language-python-exec",
+             "pulumi-language-python-exec"),
+            (f"github.com/pulumi/pulumi/sdk/v3@v{PULUMI_VERSION}", "python/dist/pulumi-resource-pulumi-python",
+             "pulumi-resource-pulumi-python"),
+        ),
+    ),
+    Engine(
+        "docker-build", "0.0.22", ("github.com/pulumi/pulumi-docker-build/provider/cmd/pulumi-resource-docker-build",),
+        ("pulumi-resource-docker-build",),
+        ldflags="-X github.com/pulumi/pulumi-docker-build/provider.Version=0.0.22",
+        plugin=("docker-build", "pulumi-resource-docker-build"),
+    ),
+    Engine("buildkit", "0.34.2", ("github.com/moby/buildkit/cmd/buildkitd", "github.com/moby/buildkit/cmd/buildctl"),
+           ("buildkitd", "buildctl")),
+    Engine("buildx", "0.38.2", ("github.com/docker/buildx/cmd/buildx",), ("buildx",)),
+)
+
+
+def say(message: str) -> None:
+    print(f"engines: {message}", flush=True)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-bake"
+
+
+def go_env() -> dict[str, str]:
+    """The public proxy only (github.com itself is out of reach); Go's own build and module caches."""
+    return {
+        **os.environ,
+        "GOPROXY": os.environ.get("GOPROXY", "https://proxy.golang.org"),
+        "GOFLAGS": "-mod=mod",
+        "GOTOOLCHAIN": "local",
+    }
+
+
+def module_hash(engine: Engine) -> str:
+    digest = hashlib.sha256()
+    module = TOOLS / engine.name
+    for path in sorted(module.rglob("*")):
+        if path.is_file() and (path.suffix in (".go", ".mod", ".sum") or path.name in ("go.mod", "go.sum")):
+            digest.update(str(path.relative_to(module)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def cache_dir(engine: Engine) -> Path:
+    return cache_root() / "engines" / f"{engine.name}-{engine.version}-{module_hash(engine)}"
+
+
+def system_pulumi() -> Path | None:
+    """A pulumi v3 on PATH (not our own link) is used instead of building one."""
+    found = shutil.which("pulumi", path=os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                                        if Path(p).resolve() != BIN.resolve()))
+    if not found:
+        return None
+    try:
+        out = subprocess.run([found, "version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(found) if out.startswith("v3.") else None
+
+
+def build(engine: Engine) -> Path:
+    """Build ``engine`` into its cache dir unless it is there already; return the dir."""
+    out = cache_dir(engine)
+    if all((out / b).exists() for b in engine.binaries):
+        return out
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    env = {**go_env(), **engine.env}
+    started = time.monotonic()
+    say(f"building {engine.name} {engine.version} from tools/{engine.name} (first time only; cached in {out})")
+    argv = ["go", "build", "-o", str(partial) + "/"]
+    if engine.ldflags:
+        argv += ["-ldflags", engine.ldflags]
+    result = subprocess.run([*argv, *engine.packages], cwd=TOOLS / engine.name, env=env)
+    if result.returncode != 0:
+        sys.exit(f"engines: building {engine.name} failed (go build exited {result.returncode}); see above")
+    if engine.packages == (".",):  # a main package in the module itself: name the binary
+        built = partial / Path(engine.packages[0]).resolve().name
+        if not built.exists():
+            candidates = [p for p in partial.iterdir() if p.is_file()]
+            built = candidates[0]
+        built.rename(partial / engine.binaries[0])
+    for module, rel, name in engine.extras:
+        src = module_dir(module, env) / rel
+        shutil.copy(src, partial / name)
+        (partial / name).chmod(0o755)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    say(f"built {engine.name} in {time.monotonic() - started:.0f} s")
+    return out
+
+
+def module_dir(module: str, env: dict[str, str]) -> Path:
+    result = subprocess.run(["go", "mod", "download", "-json", module], cwd=TOOLS / "pulumi", env=env,
+                            capture_output=True, text=True, check=True)
+    return Path(json.loads(result.stdout)["Dir"])
+
+
+def link(target: Path, name: str) -> None:
+    dest = BIN / name
+    if dest.is_symlink() and dest.resolve() == target.resolve():
+        return
+    dest.unlink(missing_ok=True)
+    dest.symlink_to(target)
+
+
+def registered_plugins(pulumi: Path) -> set[tuple[str, str]]:
+    result = subprocess.run([str(pulumi), "plugin", "ls", "--json"], capture_output=True, text=True,
+                            env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
+    if result.returncode != 0:
+        return set()
+    return {(p["name"], p["version"]) for p in json.loads(result.stdout or "[]") if p.get("kind") == "resource"}
+
+
+def register(pulumi: Path, engine: Engine, built: Path) -> None:
+    assert engine.plugin is not None
+    name, binary = engine.plugin
+    if (name, engine.version) in registered_plugins(pulumi):
+        return
+    subprocess.run([str(pulumi), "plugin", "install", "resource", name, engine.version, "--file",
+                    str(built / binary)], check=True, env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
+    say(f"registered plugin {name} {engine.version}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", help="build only these engines")
+    args = parser.parse_args()
+    if shutil.which("go") is None:
+        sys.exit("engines: no Go toolchain on PATH: install Go (the engines are built from Go modules)")
+    BIN.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    pulumi = BIN / "pulumi"
+    for engine in ENGINES:
+        if args.only and engine.name not in args.only:
+            continue
+        if engine.name == "pulumi" and (found := system_pulumi()) is not None:
+            link(found, "pulumi")
+            continue
+        built = build(engine)
+        for name in (*engine.binaries, *(extra[2] for extra in engine.extras)):
+            if engine.plugin is None:  # plugins are found in the plugin cache, not on PATH
+                link(built / name, name)
+        if engine.plugin:
+            register(pulumi, engine, built)
+    say(f"all engines ready in .tools/bin ({time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
