@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pulumi.dynamic import CheckFailure, CheckResult
+from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
 from rocm_bake.errors import RocmBakeError
@@ -17,7 +18,8 @@ def has_unknown(props: dict[str, Any], keys: Iterable[str]) -> bool:
     """True while preview still lacks any of ``keys`` (a value known only after apply)."""
 
     def unknown(value: Any) -> bool:
-        if value == UNKNOWN:
+        # The engine's marker arrives as the string in diff and as an ``Unknown`` in check.
+        if isinstance(value, Unknown) or (isinstance(value, str) and value == UNKNOWN):
             return True
         if isinstance(value, (list, tuple)):
             return any(unknown(v) for v in value)

@@ -165,6 +165,9 @@ def module_dir(module: str, env: dict[str, str]) -> Path:
 
 def link(target: Path, name: str) -> None:
     dest = BIN / name
+    beside = (BIN / "pulumi").resolve().parent / name if (BIN / "pulumi").exists() else None
+    if beside is not None and beside.exists() and beside.resolve() == target.resolve():
+        return  # already beside the CLI
     if dest.is_symlink() and dest.resolve() == target.resolve():
         return
     dest.unlink(missing_ok=True)
@@ -189,6 +192,25 @@ def register(pulumi: Path, engine: Engine, built: Path) -> None:
     say(f"registered plugin {name} {engine.version}")
 
 
+def beside_cli(pulumi: Path) -> None:
+    """Put the language host and its scripts next to the real pulumi binary.
+
+    The CLI takes the plugins that ship beside it as its own; found anywhere
+    else on PATH it warns on every run.
+    """
+    cli_dir = pulumi.resolve().parent
+    if not os.access(cli_dir, os.W_OK):
+        return  # a system CLI we may not write beside: .tools/bin on PATH serves (with a warning)
+    for name in ("pulumi-language-python", "pulumi-language-python-exec", "pulumi-resource-pulumi-python"):
+        source = BIN / name
+        if not source.exists():
+            continue
+        dest = cli_dir / name
+        if not dest.exists():
+            dest.symlink_to(source.resolve())
+        source.unlink()  # one copy, beside the CLI
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="build only these engines")
@@ -210,6 +232,7 @@ def main() -> None:
                 link(built / name, name)
         if engine.plugin:
             register(pulumi, engine, built)
+    beside_cli(pulumi)
     say(f"all engines ready in .tools/bin ({time.monotonic() - started:.0f} s)")
 
 

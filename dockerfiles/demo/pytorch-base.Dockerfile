@@ -1,7 +1,7 @@
 # Demo stand-in for pytorch-base: the same stage, args and pruning step, on a
 # base made on this machine (debootstrap: python3, gcc, binutils) and pushed
 # to the local registry by `make demo-base`; nothing is pulled.
-ARG ROCM_IMAGE
+ARG ROCM_IMAGE=127.0.0.1:5000/rocm-bake/demo-base:bookworm-1
 FROM ${ROCM_IMAGE} AS base
 ARG PYTORCH_ROCM_ARCH
 ARG ROCM_PRUNE_KEEP

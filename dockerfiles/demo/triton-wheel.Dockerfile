@@ -1,6 +1,6 @@
 # Demo stand-in for triton-wheel: no device code, no arch args, one shared
 # cache ref for every arch (manifests/targets.yml: device_code: false).
-ARG PYTHON_IMAGE
+ARG PYTHON_IMAGE=127.0.0.1:5000/rocm-bake/demo-base:bookworm-1
 FROM ${PYTHON_IMAGE} AS build
 ARG ROCM_VERSION
 COPY demo_build.py /usr/local/bin/demo_build.py
