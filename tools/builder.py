@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""A BuildKit daemon on a unix socket, registered as a buildx ``remote`` builder.
+
+This is the path a build farm takes: the stack's ``rocm-bake:builder`` names
+a buildx builder, and with the ``remote`` driver (or ``kubernetes``) every
+image build runs wherever that BuildKit runs. Scale-out is BuildKit's; here
+it is one ``buildkitd`` (runc worker from Debian's runc) with its state,
+socket, config and log under ``.rocm-bake/buildkit/``.
+
+The registries it pushes to over plain HTTP are ours and on loopback only
+(``--insecure-registry``, 127.0.0.1:5000 by default).
+
+Usage: ``python tools/builder.py start|stop|status [--name rocm-bake] [--insecure-registry HOST:PORT ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS_BIN = ROOT / ".tools" / "bin"
+STATE = ROOT / ".rocm-bake" / "buildkit"
+
+
+@dataclass
+class Builder:
+    """A started buildkitd and the buildx builder that names it."""
+
+    name: str
+    state: Path
+    pid: int
+
+    @property
+    def socket(self) -> Path:
+        return self.state / "buildkitd.sock"
+
+    @property
+    def log(self) -> Path:
+        return self.state / "buildkitd.log"
+
+
+def binary(name: str) -> str:
+    path = TOOLS_BIN / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    if found is None:
+        sys.exit(f"builder: {name} not found in .tools/bin or on PATH: run `make setup`")
+    return found
+
+
+def config_text(registries: list[str]) -> str:
+    """Plain HTTP only to the loopback registries named; nothing else is trusted without TLS."""
+    lines = ["[worker.oci]", "  enabled = true", "[worker.containerd]", "  enabled = false"]
+    for registry in registries:
+        if not registry.startswith(("127.0.0.1:", "localhost:", "[::1]:")):
+            sys.exit(f"builder: {registry} is not a loopback registry; only loopback registries may be plain HTTP")
+        lines += [f'[registry."{registry}"]', "  http = true", "  insecure = true"]
+    return "\n".join(lines) + "\n"
+
+
+def buildx(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([binary("buildx"), *args], env={**os.environ, **(env or {})}, check=check,
+                          capture_output=True, text=True)
+
+
+def running_pid(state: Path) -> int | None:
+    try:
+        pid = int((state / "buildkitd.pid").read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def start(name: str, state: Path, registries: list[str], env: dict[str, str] | None = None) -> Builder:
+    """Start buildkitd unless it already runs, then (re)register the buildx remote builder ``name``."""
+    state.mkdir(parents=True, exist_ok=True)
+    pid = running_pid(state)
+    socket = state / "buildkitd.sock"
+    if pid is None:
+        (state / "buildkitd.toml").write_text(config_text(registries))
+        socket.unlink(missing_ok=True)
+        with (state / "buildkitd.log").open("a") as log:
+            process = subprocess.Popen(
+                [binary("buildkitd"), "--root", str(state / "root"), "--addr", f"unix://{socket}",
+                 "--config", str(state / "buildkitd.toml")],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        pid = process.pid
+        (state / "buildkitd.pid").write_text(str(pid))
+        deadline = time.monotonic() + 30
+        while not socket.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = (state / "buildkitd.log").read_text()[-2000:]
+                sys.exit(f"builder: buildkitd did not start (see {state / 'buildkitd.log'}):\n{tail}")
+            time.sleep(0.1)
+        print(f"builder: buildkitd started (pid {pid}, unix://{socket})", flush=True)
+    else:
+        print(f"builder: buildkitd already running (pid {pid}, unix://{socket})", flush=True)
+    if buildx("inspect", name, env=env, check=False).returncode != 0:
+        created = buildx("create", "--name", name, "--driver", "remote", f"unix://{socket}", env=env, check=False)
+        if created.returncode != 0:
+            sys.exit(f"builder: buildx create failed: {created.stderr.strip()}")
+        print(f"builder: registered buildx builder {name!r} (remote driver)", flush=True)
+    return Builder(name, state, pid)
+
+
+def stop(name: str, state: Path, env: dict[str, str] | None = None) -> None:
+    buildx("rm", name, env=env, check=False)
+    pid = running_pid(state)
+    if pid is None:
+        print("builder: not running")
+        return
+    os.killpg(pid, signal.SIGTERM)
+    for _ in range(300):
+        if running_pid(state) is None:
+            break
+        time.sleep(0.1)
+    (state / "buildkitd.pid").unlink(missing_ok=True)
+    print(f"builder: stopped buildkitd (pid {pid})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=("start", "stop", "status"))
+    parser.add_argument("--name", default="rocm-bake")
+    parser.add_argument("--state", type=Path, default=STATE)
+    parser.add_argument("--insecure-registry", action="append", default=None,
+                        help="loopback registry reached over plain HTTP (default 127.0.0.1:5000)")
+    args = parser.parse_args()
+    if args.action == "start":
+        start(args.name, args.state, args.insecure_registry or ["127.0.0.1:5000"])
+    elif args.action == "stop":
+        stop(args.name, args.state)
+    else:
+        pid = running_pid(args.state)
+        print(f"builder: {'running, pid ' + str(pid) if pid else 'not running'}")
+
+
+if __name__ == "__main__":
+    main()
