@@ -198,7 +198,9 @@ WRAPPER = """#!/bin/sh
 # own, never acquiring a plugin from the network, with the engines and the
 # program's venv on PATH. It does not touch your global `pulumi login`.
 root='{root}'
-: "${{PULUMI_BACKEND_URL:=file://$root/.rocm-bake/state}}"
+if [ -z "${{PULUMI_BACKEND_URL:-}}" ]; then
+  PULUMI_BACKEND_URL="file://$root/.rocm-bake/state"; mkdir -p "$root/.rocm-bake/state"
+fi
 if [ -z "${{PULUMI_CONFIG_PASSPHRASE+x}}${{PULUMI_CONFIG_PASSPHRASE_FILE+x}}" ] && [ -f "$root/.rocm-bake/passphrase" ]; then
   PULUMI_CONFIG_PASSPHRASE_FILE="$root/.rocm-bake/passphrase"; export PULUMI_CONFIG_PASSPHRASE_FILE
 fi
