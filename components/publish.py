@@ -312,8 +312,10 @@ def declare_publish(config: Any, token: "pulumi.Output[str] | None",
             f"stack {config.stack}: rocm-bake:publish is true but there is no GitHub token; run "
             f"`pulumi config set --secret {TOKEN_KEY} …` or set GITHUB_TOKEN"
         )
+    endpoints = GitHubEndpoints(api_url=config.github_api_url, uploads_url=config.github_uploads_url,
+                                web_url=config.github_web_url, pages_url=config.github_pages_url)
     published = PublishedIndex(f"publish-{config.index_name}", config.pytorch_rocm_arch, config.dist,
                                config.github_repo, config.rocm_version, config.github_api_url,
-                               depends_on_digest=depends_on_digest)
+                               depends_on_digest=depends_on_digest, endpoints=endpoints)
     return {"release_tag": published.release_tag, "asset_count": published.asset_count,
             "pages_url": published.pages_url}

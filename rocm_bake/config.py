@@ -35,6 +35,9 @@ KEYS: dict[str, str] = {
     "publish": "publish",
     "githubRepo": "github_repo",
     "githubApiUrl": "github_api_url",
+    "githubUploadsUrl": "github_uploads_url",
+    "githubWebUrl": "github_web_url",
+    "githubPagesUrl": "github_pages_url",
     "githubToken": "github_token",
     "gpuHost": "gpu_host",
     "gpuTest": "gpu_test",
@@ -64,6 +67,11 @@ class StackConfig(BaseModel):
     publish: bool = False
     github_repo: str = Field(default="sbates130272/rocm-bake", pattern=r"^[\w.-]+/[\w.-]+$")
     github_api_url: str = "https://api.github.com"
+    #: Release uploads, release downloads (the hrefs of the published index) and
+    #: the Pages site: github.com's by default; a GitHub Enterprise names its own.
+    github_uploads_url: str = "https://uploads.github.com"
+    github_web_url: str = "https://github.com"
+    github_pages_url: str = "https://{owner}.github.io/{repo}"
     github_token: str | None = None
     gpu_host: str | None = None
     gpu_test: bool = True

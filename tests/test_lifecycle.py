@@ -84,6 +84,9 @@ def project(tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: B
             "rocm-bake:builder": buildkit.builder,
             "rocm-bake:githubRepo": github.full_name,
             "rocm-bake:githubApiUrl": github.api_url,
+            "rocm-bake:githubUploadsUrl": github.uploads_url,
+            "rocm-bake:githubWebUrl": github.web_url,
+            "rocm-bake:githubPagesUrl": f"{github.web_url}/pages/{{owner}}/{{repo}}",
         }.items():
             proj.run("config", "set", key, value, stack=stack)
         for arg in ("ROCM_IMAGE", "PYTHON_IMAGE"):
