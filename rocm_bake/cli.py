@@ -11,25 +11,58 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rocm_bake import __version__, commands
 from rocm_bake.errors import RocmBakeError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_modules() -> dict[str, str]:
+    """Command name (``which-index``) -> module name (``which_index``), found without importing any."""
+    return {info.name.replace("_", "-"): info.name for info in pkgutil.iter_modules(commands.__path__)}
+
+
+def summary(module: str) -> str:
+    """The first line of a command module's docstring, read from its source, not imported."""
+    source = (Path(commands.__path__[0]) / f"{module}.py").read_text(encoding="utf-8")
+    match = re.search(r'"""(.*?)(?:"""|$)', source, re.MULTILINE)
+    line = match.group(1).strip() if match else ""
+    # "``rocm-bake arch show ARCH``: the build policy ..." -> "the build policy ..."
+    return re.sub(r"^``[^`]*``:\s*", "", line).rstrip(".")
+
+
+def chosen_command(argv: Sequence[str], names: set[str]) -> str | None:
+    """The subcommand ``argv`` asks for (its first non-option word), if it names one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in names else None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser. Given ``argv``, only the chosen command's module is imported.
+
+    Start-up is part of the CLI's performance: ``rocm-bake --version`` and
+    ``rocm-bake index build`` must not pay for pydantic, httpx or pulumi that
+    other commands use, so every other command is listed by name and summary only.
+    """
     parser = argparse.ArgumentParser(prog="rocm-bake", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"rocm-bake {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(subparsers)
+    modules = command_modules()
+    chosen = chosen_command(argv, set(modules)) if argv is not None else None
+    for name, module in sorted(modules.items()):
+        if argv is None or name == chosen:
+            importlib.import_module(f"{commands.__name__}.{module}").register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary(module), add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         result = args.func(args)
