@@ -78,7 +78,7 @@ def test_arches_list_honours_env_and_flag():
 
 
 def test_arches_without_cli_is_clear(tmp_path):
-    env = dict(os.environ, PATH=str(tmp_path))
+    env = dict(os.environ, PATH=str(tmp_path), ROCM_BAKE_PULUMI=str(tmp_path / "no-pulumi"))
     result = subprocess.run([sys.executable, "-m", "rocm_bake", "arches", "up"], capture_output=True,
                             text=True, cwd=ROOT, env=env)
     assert result.returncode == 2 and "pulumi CLI not found" in result.stderr
@@ -92,7 +92,7 @@ def recording_pulumi(tmp_path):
     script.parent.mkdir()
     script.write_text(
         "#!/bin/sh\n"
-        f'echo "$* targets=$ROCM_BAKE_TARGETS" >> {log}\n'
+        f'echo "$*" >> {log}\n'
         'case "$*" in *"--stack $FAIL_ARCH "*) exit 7;; esac\n'
     )
     script.chmod(0o755)
@@ -101,19 +101,24 @@ def recording_pulumi(tmp_path):
 
 def test_arches_up_runs_sequentially_and_stops_at_first_failure(recording_pulumi):
     bindir, log = recording_pulumi
-    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAIL_ARCH="gfx1201")
+    env = dict(os.environ, ROCM_BAKE_PULUMI=str(bindir / "pulumi"), FAIL_ARCH="gfx1201")
     result = rocm_bake("arches", "up", "--target", "torch", env=env)
     assert result.returncode == 2
     assert "failed for gfx1201; not run: gfx1151, gfx1250" in result.stderr
     calls = log.read_text().splitlines()
-    assert calls == [
-        "up --stack gfx950 --non-interactive --yes targets=torch",
-        "up --stack gfx1201 --non-interactive --yes targets=torch",
-    ]
+
+    def narrowed(arch: str) -> str:
+        # the engine's own targeting: torch's image and everything that depends on it, nothing undeclared
+        urns = [f"urn:pulumi:{arch}::rocm-bake::rocm-bake:images:TargetImage::torch-{arch}",
+                f"urn:pulumi:{arch}::rocm-bake::rocm-bake:images:TargetImage$docker-build:index:Image::torch-{arch}"]
+        return f"up --stack {arch} --non-interactive --yes " + " ".join(f"--target {u}" for u in urns) + \
+            " --target-dependents"
+
+    assert calls == [narrowed("gfx950"), narrowed("gfx1201")]
 
 
 def test_arches_preview_all_in_order(recording_pulumi):
     bindir, log = recording_pulumi
-    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAIL_ARCH="none")
+    env = dict(os.environ, ROCM_BAKE_PULUMI=str(bindir / "pulumi"), FAIL_ARCH="none")
     assert rocm_bake("arches", "preview", env=env).returncode == 0
     assert [c.split()[2] for c in log.read_text().splitlines()] == ["gfx950", "gfx1201", "gfx1151", "gfx1250"]

@@ -40,10 +40,42 @@ def resolve_arches(value: str | None) -> list[str]:
     return arches
 
 
-def pulumi_command(action: str, arch: str) -> list[str]:
-    cmd = ["pulumi", action, "--stack", arch, "--non-interactive"]
+PROJECT = "rocm-bake"
+#: The type chain of a target's image: the TargetImage component and the docker-build Image inside it.
+IMAGE_TYPES = ("rocm-bake:images:TargetImage", "rocm-bake:images:TargetImage$docker-build:index:Image")
+
+
+def target_urns(stack: str, arch: str, targets: list[str]) -> list[str]:
+    """The URNs of ``targets``' images in ``stack``, for the engine's own ``--target``."""
+    return [f"urn:pulumi:{stack}::{PROJECT}::{kind}::{target}-{arch}" for target in targets for kind in IMAGE_TYPES]
+
+
+def pulumi_cli() -> str:
+    """$ROCM_BAKE_PULUMI, else the project's CLI (.tools/bin/pulumi, from `make setup`), else pulumi on PATH."""
+    from pathlib import Path
+
+    chosen = os.environ.get("ROCM_BAKE_PULUMI")
+    ours = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "pulumi"
+    found = (chosen if chosen and Path(chosen).is_file() else None) if chosen is not None else (
+        str(ours) if ours.exists() else shutil.which("pulumi"))
+    if found is None:
+        raise RocmBakeError(
+            "pulumi CLI not found: run `make setup` (it builds .tools/bin/pulumi from pinned Go modules); "
+            "`rocm-bake plan STACK` shows a stack's graph without it"
+        )
+    return found
+
+
+def pulumi_command(action: str, arch: str, targets: list[str] | None = None, cli: str = "pulumi") -> list[str]:
+    """One pass. Narrowing uses the engine's ``--target URN --target-dependents``, never undeclaring
+    resources: an undeclared resource is one the engine deletes (and the index would shrink)."""
+    cmd = [cli, action, "--stack", arch, "--non-interactive"]
     if action == "up":
         cmd.append("--yes")
+    for urn in target_urns(arch, arch, targets or []):
+        cmd += ["--target", urn]
+    if targets:
+        cmd.append("--target-dependents")
     return cmd
 
 
@@ -55,18 +87,11 @@ def run(args: argparse.Namespace) -> int:
         for arch in arches:
             print(arch)
         return 0
-    if shutil.which("pulumi") is None:
-        raise RocmBakeError(
-            "pulumi CLI not found on PATH: install it (https://www.pulumi.com/docs/install/) and run "
-            "`pulumi login --local`; `rocm-bake plan STACK` shows a stack's graph without it"
-        )
-    env = dict(os.environ)
-    if args.target:
-        env["ROCM_BAKE_TARGETS"] = " ".join(args.target)
+    cli = pulumi_cli()
     failed: list[str] = []
     for index, arch in enumerate(arches, 1):
         print(f"== [{index}/{len(arches)}] pulumi {args.action} -s {arch}", flush=True)
-        status = subprocess.run(pulumi_command(args.action, arch), env=env).returncode
+        status = subprocess.run(pulumi_command(args.action, arch, args.target, cli)).returncode
         if status != 0:
             failed.append(arch)
             print(f"== {arch}: pulumi {args.action} exited {status}", flush=True)
