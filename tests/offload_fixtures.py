@@ -33,9 +33,14 @@ def amdgpu_code_object(arch: str) -> bytes:
     return header + arch.encode() * 16
 
 
-def bundle(ids: list[str], align: int = 4096) -> bytes:
-    """An uncompressed offload bundle; device entries carry AMDGPU code objects."""
-    payloads = [b"" if i.startswith("host-") else amdgpu_code_object(i.rsplit("-", 1)[-1].split(":")[0])
+def bundle(ids: list[str], align: int = 4096, payload_extra: bytes = b"") -> bytes:
+    """An uncompressed offload bundle; device entries carry AMDGPU code objects.
+
+    ``payload_extra`` is appended to each device payload (to make bundles big,
+    or to hide bytes that look like other bundles inside one).
+    """
+    payloads = [b"" if i.startswith("host-") else
+                amdgpu_code_object(i.rsplit("-", 1)[-1].split(":")[0]) + payload_extra
                 for i in ids]
     header_size = len(MAGIC) + 8 + sum(24 + len(i) for i in ids)
     offsets, pos = [], header_size
@@ -75,26 +80,48 @@ def ccob(inner: bytes, method: str = "zlib", version: int = 3) -> bytes:
 C_SOURCE = "int rocm_bake_fixture(int x) { return x * 3 + 1; }\n"
 
 
-def shared_object(work: Path, name: str, fatbin: bytes | None) -> Path:
-    """A real gcc-built .so, with ``fatbin`` as its ``.hip_fatbin`` section if given."""
+def shared_object(
+    work: Path, name: str, fatbin: bytes | None, extra_sections: dict[str, bytes] | None = None,
+    c_source: str = C_SOURCE,
+) -> Path:
+    """A real gcc-built .so, with ``fatbin`` as its ``.hip_fatbin`` section if given.
+
+    ``extra_sections`` are added by objcopy too (this objcopy places sections
+    listed later *before* earlier ones in the file: check with ``section_offsets``).
+    """
     work.mkdir(parents=True, exist_ok=True)
     src = work / f"{name}.c"
-    src.write_text(C_SOURCE)
+    src.write_text(c_source)
     so = work / f"{name}.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
+    args = []
     if fatbin is not None:
         blob = work / f"{name}.fatbin"
         blob.write_bytes(fatbin)
-        subprocess.run(
-            ["objcopy", "--add-section", f".hip_fatbin={blob}",
-             "--set-section-alignment", ".hip_fatbin=4096", str(so)],
-            check=True,
-        )
+        args += ["--add-section", f".hip_fatbin={blob}", "--set-section-alignment", ".hip_fatbin=4096"]
+    for index, (section, data) in enumerate((extra_sections or {}).items()):
+        blob = work / f"{name}.extra{index}"
+        blob.write_bytes(data)
+        args += ["--add-section", f"{section}={blob}"]
+    if args:
+        subprocess.run(["objcopy", *args, str(so)], check=True)
     return so
 
 
+def section_offsets(so: Path) -> dict[str, tuple[int, int]]:
+    """``{name: (file offset, size)}`` as readelf reports them (an independent reading)."""
+    out = subprocess.run(["readelf", "-S", "-W", str(so)], capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        parts = line.replace("[ ", "[").split()
+        if len(parts) > 5 and parts[0].startswith("[") and parts[1].startswith("."):
+            found[parts[1]] = (int(parts[4], 16), int(parts[5], 16))
+    return found
+
+
 def make_wheel(
-    out_dir: Path, dist: str, version: str, members: dict[str, bytes], pure: bool = False
+    out_dir: Path, dist: str, version: str, members: dict[str, bytes], pure: bool = False,
+    compression: int = zipfile.ZIP_DEFLATED,
 ) -> Path:
     """An installable wheel (dist-info with METADATA, WHEEL and a hashed RECORD)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -113,14 +140,21 @@ def make_wheel(
         record.append(f"{name},sha256={digest},{len(data)}")
     record.append(f"{info}/RECORD,,")
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(wheel, "w", compression=compression) as zf:
         for name, data in files.items():
             zf.writestr(name, data)
     return wheel
 
 
-def device_wheel(work: Path, dist: str, fatbin: bytes | None, version: str = "1.0") -> Path:
-    """A platform wheel whose ``_C.so`` carries ``fatbin`` (None: a plain .so)."""
-    so = shared_object(work / "build" / dist, "_C", fatbin)
+def device_wheel(
+    work: Path, dist: str, fatbin: bytes | None, version: str = "1.0", stored: bool = False,
+    extra_sections: dict[str, bytes] | None = None, c_source: str = C_SOURCE,
+) -> Path:
+    """A platform wheel whose ``_C.so`` carries ``fatbin`` (None: a plain .so).
+
+    ``stored``: the members are stored, not deflated (read in place, not streamed).
+    """
+    so = shared_object(work / "build" / dist, "_C", fatbin, extra_sections, c_source)
     return make_wheel(work / "wheels", dist, version, {f"{dist}/_C.so": so.read_bytes(),
-                                                     f"{dist}/__init__.py": b""})
+                                                     f"{dist}/__init__.py": b""},
+                      compression=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)
