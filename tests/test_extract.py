@@ -71,8 +71,10 @@ def test_opaque_whiteout_and_replacing_the_directory(registry: Registry, tmp_pat
     gone = push_image(registry.address, "rocm-bake/gone", TAG950, [
         wheel_layer({a: b"A"}), Layer([Entry(".wh.wheels")], created_by="RUN rm -rf /wheels"),
     ])
-    fetch_wheels("gfx950", [gone.ref(registry.address)], tmp_path / "d2")
-    assert listing(tmp_path / "d2" / "wheels" / "gfx950") == {}
+    # the whole wheel directory whited out: no wheels is refused, and nothing is written
+    with pytest.raises(RocmBakeError, match="no wheels found"):
+        fetch_wheels("gfx950", [gone.ref(registry.address)], tmp_path / "d2")
+    assert not (tmp_path / "d2" / "wheels" / "gfx950").exists()
 
 
 def test_docker_schema2_and_uncompressed_layers(registry: Registry, tmp_path: Path) -> None:
@@ -318,3 +320,19 @@ def test_cli_fetch_json_and_refusal(registry: Registry, tmp_path: Path, capsys: 
     latest = f"{registry.address}/rocm-bake/cli:latest"
     assert main(["wheels", "fetch", "--arch", "gfx950", "--image", latest, "--out", str(tmp_path)]) == 2
     assert "whichever architecture was pushed last" in capsys.readouterr().err
+
+
+def test_an_image_with_no_wheels_is_refused_and_keeps_the_previous_wheels(registry: Registry,
+                                                                           tmp_path: Path) -> None:
+    """Zero wheels is a broken build, never a reason to swap in an empty wheels/<arch>/ (17.3)."""
+    good = push_image(registry.address, "rocm-bake/empty-later", "gfx950-rocm10.1.0",
+                      [Layer([Entry("wheels", kind="dir"), Entry(f"wheels/{wheel('torch')}", b"t")])])
+    ref = f"{registry.address}/rocm-bake/empty-later:gfx950-rocm10.1.0"
+    first = fetch_wheels("gfx950", [ref], tmp_path)
+    assert [w.name for w in first.wheels] == [wheel("torch")] and good.digest
+    push_image(registry.address, "rocm-bake/empty-later", "gfx950-rocm10.1.0",
+               [Layer([Entry("wheels", kind="dir"), Entry("wheels/README", b"no wheels here")])])
+    with pytest.raises(RocmBakeError, match=r"no wheels found under /wheels/ .* left as it was"):
+        fetch_wheels("gfx950", [ref], tmp_path)
+    out = tmp_path / "wheels" / "gfx950"
+    assert (out / wheel("torch")).read_bytes() == b"t" and (out / FETCH_MANIFEST).is_file()

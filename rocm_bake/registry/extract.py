@@ -481,6 +481,12 @@ def _fetch(
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=root))
     try:
         images, records, wheels = _populate(plans, out, tmp, wheel_parts, all_layers, pool)
+        if not wheels:
+            # An image with no wheels is a broken build, not an empty index: keep what was fetched before.
+            raise RocmBakeError(
+                f"no wheels found under {wheel_dir} in {', '.join(str(r) for r in refs)} for {arch}; "
+                f"{out} is left as it was (is the image's final stage `FROM scratch` + COPY to {wheel_dir}?)"
+            )
         manifest = FetchManifest(arch=arch, wheel_dir=wheel_dir, images=records, wheels=wheels)
         (tmp / FETCH_MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
         swap_into_place(tmp, out)
