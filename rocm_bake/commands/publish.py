@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from rocm_bake.http_waits import positive_seconds
 from rocm_bake.publish import GitHubEndpoints
 from rocm_bake.publish import publish
 from rocm_bake.index import DEFAULT_ROCM_VERSION
@@ -31,16 +32,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"release download host the index hrefs point at (default {DEFAULTS.web_url})")
     parser.add_argument("--pages-url", default=DEFAULTS.pages_url,
                         help="GitHub Pages base, {owner}/{repo} filled in (default %(default)s)")
+    parser.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
+                        help="give up on a GitHub call that sends nothing for this long (default 60)")
+    parser.add_argument("--quiet", action="store_true", help="no progress or retry lines on stderr")
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    endpoints = GitHubEndpoints(api_url=args.api_url, uploads_url=args.uploads_url, web_url=args.web_url,
-                                pages_url=args.pages_url)
+    from pydantic import ValidationError
+
+    from rocm_bake import progress
+    from rocm_bake.errors import RocmBakeError
+
+    progress.set_quiet(args.quiet or args.json)
+    try:
+        endpoints = GitHubEndpoints(api_url=args.api_url, uploads_url=args.uploads_url, web_url=args.web_url,
+                                    pages_url=args.pages_url)
+    except ValidationError as exc:
+        raise RocmBakeError("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
     result = publish(args.arch, args.dist, args.repo, os.environ.get("GITHUB_TOKEN") or None,
-                     rocm_version=args.rocm_version, endpoints=endpoints, dry_run=args.dry_run)
+                     rocm_version=args.rocm_version, endpoints=endpoints, dry_run=args.dry_run,
+                     timeout=args.timeout)
     if args.json:
         print(result.model_dump_json(indent=2))
         return 0

@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from rocm_bake.http_waits import positive_seconds
 from rocm_bake.registry import DEFAULT_WHEEL_DIR, FetchResult, fetch_wheels
 
 
@@ -30,13 +31,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fetch.add_argument("--out", type=Path, required=True, metavar="DIST", help="dist dir (wheels go to DIST/wheels/<arch>/)")
     fetch.add_argument("--wheel-dir", default=DEFAULT_WHEEL_DIR, help=f"in-image wheel directory (default {DEFAULT_WHEEL_DIR})")
     fetch.add_argument("--all-layers", action="store_true", help="fetch every layer, ignoring the config history")
+    fetch.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
+                       help="give up on a registry request that sends nothing for this long (default 60)")
+    fetch.add_argument("--quiet", action="store_true", help="no progress or retry lines on stderr")
     fetch.add_argument("--json", action="store_true", help="print the result as JSON")
     fetch.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from rocm_bake import progress
+
+    progress.set_quiet(args.quiet or args.json)
     result = fetch_wheels(
-        args.arch, args.images, args.out, wheel_dir=args.wheel_dir, all_layers=args.all_layers
+        args.arch, args.images, args.out, wheel_dir=args.wheel_dir, all_layers=args.all_layers,
+        timeout_s=args.timeout,
     )
     if args.json:
         print(json.dumps(result.model_dump(), indent=2))

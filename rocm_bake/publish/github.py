@@ -29,12 +29,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
+from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.http_waits import DEFAULT_TIMEOUT_S, describe, http_timeout, note_retry, retry_after_seconds
 
 API_VERSION = "2022-11-28"
 #: "Each file included in a release must be under 2 GiB."
@@ -48,6 +50,20 @@ SECONDARY_DEFAULT_WAIT = 60.0
 UPLOAD_CHUNK = 1 << 20
 
 
+def redact_url(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced, for messages."""
+    parts = urlsplit(url)
+    if not (parts.username or parts.password):
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 class GitHubEndpoints(BaseModel):
     """Where each part of GitHub lives; all four are configurable so a loopback fake can stand in."""
 
@@ -56,6 +72,22 @@ class GitHubEndpoints(BaseModel):
     web_url: str = "https://github.com"
     #: ``{owner}``/``{repo}`` are filled in; GitHub Pages for a project repo.
     pages_url: str = "https://{owner}.github.io/{repo}"
+
+    @model_validator(mode="after")
+    def _safe_urls(self) -> "GitHubEndpoints":
+        """No credentials in a URL (they would be echoed in errors and logs: use GITHUB_TOKEN), and plain
+        http only to loopback: the token travels with every API call and must never cross a network in clear."""
+        for field, url in (("api_url", self.api_url), ("uploads_url", self.uploads_url), ("web_url", self.web_url),
+                           ("pages_url", self.pages_url)):
+            parts = urlsplit(url.replace("{owner}", "owner").replace("{repo}", "repo"))
+            shown = redact_url(url)
+            if parts.scheme not in ("https", "http") or not parts.hostname:
+                raise ValueError(f"GitHub {field} {shown!r}: expected an https:// URL")
+            if parts.username or parts.password:
+                raise ValueError(f"GitHub {field} {shown!r}: credentials in a URL are refused; set GITHUB_TOKEN")
+            if parts.scheme == "http" and not is_loopback(parts.hostname):
+                raise ValueError(f"GitHub {field} {shown!r}: plain http is allowed only to loopback; use https")
+        return self
 
     def download_base(self, repo: str, tag: str) -> str:
         """A release's asset download prefix (what the gh-pages index hrefs point at)."""
@@ -152,7 +184,7 @@ class GitHubClient:
         max_attempts: int = 5,
         backoff: float = 1.0,
         max_wait: float = 3600.0,
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if repo.count("/") != 1 or not all(repo.split("/")):
             raise RocmBakeError(f"GitHub repo {repo!r}: expected OWNER/NAME")
@@ -166,7 +198,8 @@ class GitHubClient:
                    "User-Agent": "rocm-bake"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(headers=headers, timeout=timeout, follow_redirects=False)
+        self.timeout = timeout
+        self._http = httpx.Client(headers=headers, timeout=http_timeout(timeout), follow_redirects=False)
 
     def __repr__(self) -> str:  # never the token
         return f"GitHubClient({self.repo!r}, api={self.endpoints.api_url!r})"
@@ -191,10 +224,8 @@ class GitHubClient:
             return None
         headers = response.headers
         if headers.get("retry-after"):
-            try:
-                return max(0.0, float(headers["retry-after"]))
-            except ValueError:
-                return SECONDARY_DEFAULT_WAIT
+            after = retry_after_seconds(headers["retry-after"], now=self.clock())  # seconds or an HTTP date
+            return SECONDARY_DEFAULT_WAIT if after is None else after
         if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
             try:
                 return max(0.0, float(headers["x-ratelimit-reset"]) - self.clock()) + 1.0
@@ -212,6 +243,7 @@ class GitHubClient:
                 f"this run will wait; try again later"
             )
         self.counters.waits.append(seconds)
+        progress.note(f"GitHub {what}: rate limited; waiting {seconds:.0f} s")
         self.sleep(seconds)
 
     def request(
@@ -241,11 +273,14 @@ class GitHubClient:
                 )
             except httpx.TransportError as exc:
                 failures += 1
+                reason = describe(exc, self.timeout)
                 if not retry_5xx:
-                    raise GitHubHTTPError(f"GitHub {what}: {type(exc).__name__}: {exc}", 0, []) from None
+                    raise GitHubHTTPError(f"GitHub {what}: {reason}", 0, []) from None
                 if failures >= self.max_attempts:
-                    raise RocmBakeError(f"GitHub {what}: {type(exc).__name__} after {failures} attempts: {exc}") from None
-                self.sleep(self.backoff * 2 ** (failures - 1))
+                    raise RocmBakeError(f"GitHub {what}: gave up after {failures} attempts: {reason}") from None
+                wait = self.backoff * 2 ** (failures - 1)
+                note_retry(f"GitHub {what}", reason, wait, failures + 1, self.max_attempts)
+                self.sleep(wait)
                 continue
             if response.status_code in ok:
                 return response
@@ -263,7 +298,9 @@ class GitHubClient:
                         f"GitHub {what}: HTTP {response.status_code} after {failures} attempts; "
                         f"GitHub may be degraded, try again later"
                     )
-                self.sleep(self.backoff * 2 ** (failures - 1))
+                wait = self.backoff * 2 ** (failures - 1)
+                note_retry(f"GitHub {what}", f"HTTP {response.status_code}", wait, failures + 1, self.max_attempts)
+                self.sleep(wait)
                 continue
             raise self._http_error(what, response)
 

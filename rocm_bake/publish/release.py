@@ -529,12 +529,13 @@ def publish(
     endpoints: GitHubEndpoints | None = None,
     dry_run: bool = False,
     client: GitHubClient | None = None,
+    timeout: float | None = None,
 ) -> PublishResult:
     """Publish ``DIST/index/<arch>/`` to ``repo``; ``dry_run`` reads GitHub but changes nothing."""
     if not token and not dry_run:
         raise RocmBakeError("publishing needs a GitHub token: set GITHUB_TOKEN (contents:write on the repo)")
     own = client is None
-    client = client or GitHubClient(repo, token, endpoints)
+    client = client or GitHubClient(repo, token, endpoints, **({"timeout": timeout} if timeout else {}))
     try:
         return Publisher(client, arch, dist, rocm_version).run(dry_run=dry_run)
     finally:

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.http_waits import DEFAULT_TIMEOUT_S, describe, http_timeout, note_retry, retry_after_seconds
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -263,16 +264,17 @@ class RegistryClient:
         retries: int = 5,
         backoff_s: float = 0.5,
         max_retry_after_s: float = 30.0,
-        timeout_s: float = 60.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.registry = registry
+        self.timeout_s = timeout_s
         self.base = f"{scheme_for(registry)}://{registry}"
         self.username = username if username is not None else os.environ.get(ENV_USERNAME)
         self.password = password if password is not None else os.environ.get(ENV_PASSWORD)
         self.retries = retries
         self.backoff_s = backoff_s
         self.max_retry_after_s = max_retry_after_s
-        self.http = httpx.Client(timeout=timeout_s, follow_redirects=True)
+        self.http = httpx.Client(timeout=http_timeout(timeout_s), follow_redirects=True)
         self.tokens: dict[str, str] = {}
         self.auth_header: dict[str, str] = {}
         self.bytes_fetched = 0
@@ -290,12 +292,9 @@ class RegistryClient:
 
     def _delay(self, response: httpx.Response | None, attempt: int) -> float:
         if response is not None:
-            after = response.headers.get("Retry-After")
+            after = retry_after_seconds(response.headers.get("Retry-After"))  # seconds or an HTTP date
             if after is not None:
-                try:
-                    return min(max(float(after), 0.0), self.max_retry_after_s)
-                except ValueError:
-                    pass  # an HTTP-date: fall back to backoff
+                return min(after, self.max_retry_after_s)
         return self.backoff_s * (2**attempt)
 
     def _token(self, params: dict[str, str], what: str) -> str:
@@ -309,11 +308,15 @@ class RegistryClient:
                 resp = self.http.get(realm, params=query, auth=auth)
             except httpx.TransportError as exc:
                 if attempt == self.retries:
-                    raise RocmBakeError(f"{what}: token realm {realm} unreachable: {exc}") from exc
-                time.sleep(self._delay(None, attempt))
+                    raise RocmBakeError(f"{what}: token realm {realm} unreachable: {describe(exc, self.timeout_s)}") from exc
+                wait = self._delay(None, attempt)
+                note_retry(f"{what}: token realm", describe(exc, self.timeout_s), wait, attempt + 2, self.retries + 1)
+                time.sleep(wait)
                 continue
             if (resp.status_code >= 500 or resp.status_code == 429) and attempt < self.retries:
-                time.sleep(self._delay(resp, attempt))
+                wait = self._delay(resp, attempt)
+                note_retry(f"{what}: token realm", f"HTTP {resp.status_code}", wait, attempt + 2, self.retries + 1)
+                time.sleep(wait)
                 continue
             break
         if resp.status_code in (401, 403):
@@ -356,8 +359,12 @@ class RegistryClient:
                 response = self.http.send(request, stream=True)
             except httpx.TransportError as exc:
                 if attempt >= self.retries:
-                    raise RocmBakeError(f"{what}: {self.registry} unreachable after {attempt + 1} tries: {exc}") from exc
-                time.sleep(self._delay(None, attempt))
+                    raise RocmBakeError(
+                        f"{what}: {self.registry} gave up after {attempt + 1} tries: {describe(exc, self.timeout_s)}"
+                    ) from exc
+                wait = self._delay(None, attempt)
+                note_retry(f"{what}", describe(exc, self.timeout_s), wait, attempt + 2, self.retries + 1)
+                time.sleep(wait)
                 attempt += 1
                 continue
             status = response.status_code
@@ -369,7 +376,9 @@ class RegistryClient:
                 self._raise(response, what)
             if (status >= 500 or status == 429) and attempt < self.retries:
                 response.close()
-                time.sleep(self._delay(response, attempt))
+                wait = self._delay(response, attempt)
+                note_retry(f"{what}", f"HTTP {status}", wait, attempt + 2, self.retries + 1)
+                time.sleep(wait)
                 attempt += 1
                 continue
             if status >= 300:

@@ -406,6 +406,7 @@ def fetch_wheels(
     wheel_dir: str = DEFAULT_WHEEL_DIR,
     all_layers: bool = False,
     clients: dict[str, RegistryClient] | None = None,
+    timeout_s: float | None = None,
 ) -> FetchResult:
     """Make ``dist/wheels/<arch>/`` hold exactly the wheels of ``image_refs``.
 
@@ -434,6 +435,9 @@ def fetch_wheels(
         previous = None
     owned = clients is None
     pool: dict[str, RegistryClient] = {} if clients is None else clients
+    if owned and timeout_s is not None:  # --timeout: the inactivity bound of every request
+        for ref in refs:
+            pool.setdefault(ref.registry, RegistryClient(ref.registry, timeout_s=timeout_s))
     try:
         return _fetch(arch, refs, out, root, wheel_parts, wheel_dir_norm, previous, all_layers, pool)
     finally:
