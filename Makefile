@@ -17,7 +17,7 @@ REGISTRY_DIR ?= $(CURDIR)/.registry
 # Debian packages the project needs: the registry, sshd for the GPU tests,
 # runc for BuildKit, debootstrap for the demo base, skopeo for the extract
 # benchmark, chromium for the landing-page test.
-APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium
+APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
 .PHONY: setup apt engines builder builder-stop test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 

@@ -178,13 +178,6 @@ def compression_of(desc: Descriptor) -> str:
     if media.endswith("gzip"):
         return "gzip"
     if media.endswith("zstd"):
-        try:
-            import zstandard  # noqa: F401
-        except ImportError:
-            raise RocmBakeError(
-                f"layer {desc.digest} is zstd-compressed ({media}) and no zstd library is installed: "
-                f"install the 'zstandard' package, or push gzip layers (buildx output compression=gzip)"
-            ) from None
         return "zstd"
     if media.endswith(".tar") or media.endswith(".tar+"):
         return "none"
@@ -194,10 +187,11 @@ def compression_of(desc: Descriptor) -> str:
 def open_tar(reader: VerifyingReader, compression: str) -> tarfile.TarFile:
     if compression == "gzip":
         return tarfile.open(fileobj=reader, mode="r|gz", bufsize=COPY_CHUNK)  # type: ignore[call-overload]
-    if compression == "zstd":
-        import zstandard
+    if compression == "zstd":  # streamed: a zstd layer is decompressed as it arrives, never held whole
+        from rocm_bake.zstd import zstd
 
-        return tarfile.open(fileobj=zstandard.ZstdDecompressor().stream_reader(reader), mode="r|")  # type: ignore[call-overload]
+        stream = zstd().ZstdFile(reader, mode="rb")
+        return tarfile.open(fileobj=stream, mode="r|", bufsize=COPY_CHUNK)  # type: ignore[call-overload]
     return tarfile.open(fileobj=reader, mode="r|", bufsize=COPY_CHUNK)  # type: ignore[call-overload]
 
 

@@ -1,0 +1,19 @@
+"""zstd through one declared dependency: 3.14's ``compression.zstd``, or its backport ``backports.zstd``.
+
+BuildKit pushes ``+zstd`` layers when asked (``compression=zstd``) and clang
+writes CCOB method-1 bundles with zstd: both must read here without a CLI or
+an optional package that may or may not be installed.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+
+def zstd() -> ModuleType:
+    """The zstd module (imported on first use: most commands never need it)."""
+    try:
+        from compression import zstd as module  # type: ignore[import-not-found]  # Python 3.14+
+    except ImportError:
+        from backports import zstd as module  # the declared backport on 3.11-3.13
+    return module
