@@ -135,7 +135,10 @@ def _parse_ccob(src: ForwardSource | StoredSource, cand: Candidate, avail: int) 
     version = ccob_version(head)
     if version not in CCOB_LAYOUTS:
         cand.header_end = cand.reached = 8
-        cand.unknown = f"CCOB version {version} is unknown to rocm-bake: compressed, targets unknown"
+        cand.unknown = (
+            f"CCOB magic with version {version}, which rocm-bake does not know (corrupt, or a newer "
+            f"format): unreadable, targets unknown"
+        )
         return
     hdr = parse_ccob_header(head, avail)
     hs = hdr.header_size
@@ -216,7 +219,8 @@ def _source(cand: Candidate, where: Where, section_start: int) -> Source:
         note = "; ".join(([note] if note else []) + foreign)
     return {
         "member": where.member, "section": where.section, "offset": cand.offset - section_start,
-        "kind": "compressed-bundle" if cand.ccob else "bundle",
+        # A CCOB magic whose version no LLVM writes is not known to be compressed at all.
+        "kind": ("compressed-bundle" if cand.ccob_header is not None else "unreadable") if cand.ccob else "bundle",
         "targets": sorted({e["processor"] for e in entries if e["processor"] and e["kind"] in DEVICE_KINDS}),
         "entries": entries, "readable": cand.unknown is None and not foreign, "note": note,
     }
