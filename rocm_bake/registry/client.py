@@ -182,6 +182,16 @@ def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
     return scheme.lower(), params
 
 
+def _range_start(content_range: str | None) -> int | None:
+    """The first byte of a ``Content-Range: bytes START-END/TOTAL`` answer."""
+    if not content_range or not content_range.startswith("bytes "):
+        return None
+    try:
+        return int(content_range[6:].split("-", 1)[0])
+    except ValueError:
+        return None
+
+
 class VerifyingReader:
     """A read()-able view of a blob stream that checks size and sha256.
 
@@ -468,8 +478,54 @@ class RegistryClient:
     def open_blob(self, repository: str, desc: Descriptor) -> Iterator[VerifyingReader]:
         """Stream a blob; the reader raises on a size or sha256 mismatch at EOF."""
         what = f"blob {self.registry}/{repository}@{desc.digest}"
-        with self._request("GET", f"/v2/{repository}/blobs/{desc.digest}", what) as resp:
-            yield VerifyingReader(resp.iter_raw(CHUNK), desc.digest, desc.size, what, self)
+        chunks = self._blob_chunks(repository, desc, what)
+        try:
+            yield VerifyingReader(chunks, desc.digest, desc.size, what, self)
+        finally:
+            chunks.close()
+
+    def _blob_chunks(self, repository: str, desc: Descriptor, what: str) -> Iterator[bytes]:
+        """The blob's bytes, resuming a dropped connection with ``Range`` from the byte it reached.
+
+        A multi-GB layer is not thrown away for a dropped connection. A registry
+        that ignores ``Range`` (answers 200) gets a clean restart: the bytes we
+        already passed on are skipped in the new stream. Either way the reader
+        verifies the sha256 of the whole blob.
+        """
+        path = f"/v2/{repository}/blobs/{desc.digest}"
+        sent = 0
+        drops = 0
+        while True:
+            headers = {"Range": f"bytes={sent}-"} if sent else None
+            try:
+                with self._request("GET", path, what, headers=headers) as resp:
+                    skip = 0
+                    if sent:
+                        start = _range_start(resp.headers.get("Content-Range")) if resp.status_code == 206 else None
+                        if start is None:
+                            skip = sent  # Range ignored: the whole blob again; drop what we already have
+                        elif start != sent:
+                            raise RocmBakeError(f"{what}: asked to resume at byte {sent}, got byte {start}")
+                    for chunk in resp.iter_raw(CHUNK):
+                        if skip:
+                            cut = min(skip, len(chunk))
+                            chunk, skip = chunk[cut:], skip - cut
+                            if not chunk:
+                                continue
+                        sent += len(chunk)
+                        yield chunk
+                    return
+            except httpx.TransportError as exc:
+                drops += 1
+                if drops > self.retries:
+                    raise RocmBakeError(
+                        f"{what}: the connection dropped {drops} times, the last after {sent} of {desc.size} "
+                        f"bytes: {describe(exc, self.timeout_s)}"
+                    ) from exc
+                wait = self._delay(None, drops - 1)
+                note_retry(what, f"connection dropped after {sent} of {desc.size} bytes; resuming from there",
+                           wait, drops + 1, self.retries + 1)
+                time.sleep(wait)
 
     def get_blob_json(self, repository: str, desc: Descriptor) -> dict[str, Any]:
         if desc.size > MAX_MANIFEST_BYTES:

@@ -1,0 +1,119 @@
+"""A dropped connection mid-layer resumes with Range from the byte it reached (16.3).
+
+A loopback proxy in front of the real ``docker-registry`` cuts the first
+transfer of each blob halfway (headers promise the whole blob, the socket
+closes early). The registry honours Range, so the fetch resumes; with the
+proxy stripping Range (a registry that ignores it) the fetch restarts cleanly.
+Either way the whole blob's sha256 is verified and the wheels are intact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from rocm_bake import progress
+from rocm_bake.registry.extract import fetch_wheels
+
+from registry_fixtures import Entry, Layer, Registry, push_image, registry, wheel  # noqa: F401
+
+TAG = "gfx950-rocm10.1.0"
+
+
+@dataclass
+class CuttingProxy:
+    upstream: str
+    honour_range: bool = True
+    cut: set[str] = field(default_factory=set)
+    requests: list[tuple[str, str | None, int]] = field(default_factory=list)
+    address: str = ""
+
+
+def start_proxy(proxy: CuttingProxy) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:
+            pass
+
+        def do_HEAD(self) -> None:
+            self.forward(head=True)
+
+        def do_GET(self) -> None:
+            self.forward(head=False)
+
+        def forward(self, head: bool) -> None:
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            if not proxy.honour_range:
+                headers.pop("Range", None)
+            conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
+            conn.request(self.command, self.path, headers=headers)
+            resp = conn.getresponse()
+            body = resp.read()
+            proxy.requests.append((self.path, self.headers.get("Range"), resp.status))
+            self.send_response(resp.status)
+            for key, value in resp.getheaders():
+                if key.lower() not in ("connection", "transfer-encoding"):
+                    self.send_header(key, value)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if head:
+                return
+            is_layer = "/blobs/" in self.path and len(body) > 100_000
+            if is_layer and self.path not in proxy.cut:
+                proxy.cut.add(self.path)  # the first transfer of each big blob dies halfway
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                self.connection.shutdown(2)
+                return
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    proxy.address = f"127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def quiet_lines() -> Iterator[io.StringIO]:
+    captured = io.StringIO()
+    progress.set_stream(captured)
+    yield captured
+    progress.set_stream(None)
+
+
+def big_image(registry: Registry, repo: str) -> tuple[str, bytes]:
+    data = os.urandom(4_000_000)  # incompressible: the gzip layer stays over the proxy's cut threshold
+    push_image(registry.address, repo, TAG, [Layer([Entry("wheels", kind="dir"),
+                                                    Entry(f"wheels/{wheel('torch')}", data)])])
+    return repo, data
+
+
+@pytest.mark.parametrize("honour_range", [True, False], ids=["resumed-with-range", "registry-ignores-range"])
+def test_a_dropped_layer_transfer_resumes_and_still_verifies(registry: Registry, tmp_path: Path,
+                                                             quiet_lines: io.StringIO, honour_range: bool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("rocm_bake.registry.client.time.sleep", lambda _s: None)
+    repo, data = big_image(registry, f"rocm-bake/resume-{str(honour_range).lower()}")
+    proxy = CuttingProxy(registry.address, honour_range=honour_range)
+    server = start_proxy(proxy)
+    try:
+        result = fetch_wheels("gfx950", [f"{proxy.address}/{repo}:{TAG}"], tmp_path)
+    finally:
+        server.shutdown()
+    out = tmp_path / "wheels" / "gfx950" / wheel("torch")
+    assert out.read_bytes() == data and result.wheels[0].sha256 == hashlib.sha256(data).hexdigest()
+    layer_gets = [r for r in proxy.requests if "/blobs/" in r[0] and proxy.cut and r[0] in proxy.cut]
+    assert len(layer_gets) == 2, proxy.requests  # the cut transfer, then one more
+    second_range, second_status = layer_gets[1][1], layer_gets[1][2]
+    assert second_range is not None and second_range.startswith("bytes=")
+    assert second_status == (206 if honour_range else 200)
+    assert "connection dropped after" in quiet_lines.getvalue() and "resuming" in quiet_lines.getvalue()
