@@ -353,6 +353,23 @@ def test_ccob_header_inflation_is_capped(tmp_path: Path, monkeypatch: pytest.Mon
     assert 0 < sum(produced) < 64 << 10, f"inflated {sum(produced)} bytes for two headers"
 
 
+@STORAGE
+def test_what_a_scan_remembers_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored: bool) -> None:
+    """A member with more bundles (or entries) than the bounds is refused, not held in memory."""
+    from rocm_bake.offload import scan as offload_scan
+
+    fatbin = b"".join(pad(bundle(hip_ids("gfx950"))) for _ in range(3))
+    wheel = device_wheel(tmp_path, "torch", fatbin, stored=stored)
+    assert wheel_targets(wheel).targets == ["gfx950"]
+    monkeypatch.setattr(offload_scan, "MAX_CANDIDATES", 2)
+    with pytest.raises(RocmBakeError, match="more than 2 offload bundle magics .* refused as corrupt or hostile"):
+        wheel_targets(wheel)
+    monkeypatch.setattr(offload_scan, "MAX_CANDIDATES", 100)
+    monkeypatch.setattr(offload_scan, "MAX_ENTRIES_TOTAL", 5)
+    with pytest.raises(RocmBakeError, match="5 bundle entries"):
+        wheel_targets(wheel)
+
+
 # ------------------------------------------------------- chance magics
 
 

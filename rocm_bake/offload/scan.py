@@ -55,8 +55,29 @@ from rocm_bake.offload.formats import (
 from rocm_bake.offload.source import ForwardSource, StoredSource
 from rocm_bake.offload.targets import DEVICE_KINDS, processor_of_mach
 
-#: A member with more magics than this is refused (hostile: memory stays bounded).
+#: A member with more magics, or bundle entries, than this is refused as
+#: hostile: what the scan remembers stays bounded (a real libtorch_hip.so has a
+#: few thousand bundles of a few entries each).
 MAX_CANDIDATES = 1 << 16
+MAX_ENTRIES_TOTAL = 1 << 20
+
+
+class _Budget:
+    """Counts what one member's scan keeps, and refuses past the bounds above."""
+
+    def __init__(self, where: Where) -> None:
+        self.where, self.candidates, self.entries = where, 0, 0
+
+    def keep(self, cand: Candidate) -> Candidate:
+        self.candidates += 1
+        self.entries += len(cand.header.entries) if cand.header else 0
+        if self.candidates > MAX_CANDIDATES or self.entries > MAX_ENTRIES_TOTAL:
+            raise self.where.error(
+                cand.offset,
+                f"more than {MAX_CANDIDATES} offload bundle magics or {MAX_ENTRIES_TOTAL} bundle entries: "
+                f"refused as corrupt or hostile",
+            )
+        return cand
 
 #: One ``CodeObjectSource`` as plain data. The scanner builds these and the
 #: wheel report validates them all in one pydantic call at the edge: a fat
@@ -308,12 +329,11 @@ def scan_stream(src: ForwardSource, where: Where) -> list[Source]:
         raise where.error(hdr.shoff, "section headers truncated (e_shoff lies outside the file)")
     table = src.capture(hdr.shoff, span)
     cands: list[Candidate] = []
+    budget = _Budget(where)
     pos = 0
     while (hit := src.find(pos)) is not None:
-        cand = parse_candidate(src, hit.offset, hit.ccob, src.size - hit.offset)
+        cand = budget.keep(parse_candidate(src, hit.offset, hit.ccob, src.size - hit.offset))
         cands.append(cand)
-        if len(cands) > MAX_CANDIDATES:
-            raise where.error(hit.offset, f"more than {MAX_CANDIDATES} offload bundle magics: refused as corrupt or hostile")
         if cand.error is None and cand.extent:
             pos = hit.offset + cand.extent
         else:
@@ -378,13 +398,14 @@ def scan_stored(src: StoredSource, where: Where) -> list[Source]:
             if raw.startswith(FATBIN_SECTION):
                 names[sec.name_offset] = _name(raw)
     sources: list[Source] = []
+    budget = _Budget(where)
     for name, sec in _fatbin_sections(sections, names, src.size, where):
         swhere = where.within(name)
         end = sec.offset + sec.size
         cands: list[Candidate] = []
         pos = sec.offset
         while (hit := src.find(pos, end)) is not None:
-            cand = parse_candidate(src, hit.offset, hit.ccob, end - hit.offset)
+            cand = budget.keep(parse_candidate(src, hit.offset, hit.ccob, end - hit.offset))
             cands.append(cand)
             if cand.error is not None or not cand.extent:
                 break  # an error is raised by _walk; an unknown end stops the walk
