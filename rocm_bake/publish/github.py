@@ -369,8 +369,9 @@ class GitHubClient:
         size = path.stat().st_size
 
         def body() -> Iterator[bytes]:
-            with open(path, "rb") as handle:
+            with progress.track(f"upload {name}", size) as advance, open(path, "rb") as handle:
                 while chunk := handle.read(UPLOAD_CHUNK):
+                    advance(len(chunk))
                     yield chunk
 
         url = f"{self.endpoints.uploads_url.rstrip('/')}/repos/{self.repo}/releases/{release_id}/assets"

@@ -46,6 +46,7 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
 from rocm_bake.arch import validate_arch
+from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.publish.github import (
     MAX_ASSET_BYTES,
@@ -411,6 +412,8 @@ def commit_pages(client: GitHubClient, arch: str, tag: str, desired: dict[str, b
         if not change.needed:
             return None, want
         entries: list[dict[str, object]] = []
+        progress.note(f"gh-pages: committing {len(change.added)} added, {len(change.changed)} changed, "
+                      f"{len(change.removed)} removed under {pages_prefix(arch)}")
         for path in change.added + change.changed:
             sha = client.create_blob(desired[path])
             if sha != want[path]:

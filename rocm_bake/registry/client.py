@@ -26,6 +26,7 @@ import httpx
 from pydantic import BaseModel
 
 from rocm_bake.arch import validate_arch
+from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.http_waits import DEFAULT_TIMEOUT_S, describe, http_timeout, note_retry, retry_after_seconds
 
@@ -50,6 +51,8 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 REPO = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
 CHUNK = 1 << 20
+#: Blobs smaller than this (configs, small layers) get no progress line.
+PROGRESS_MIN_BYTES = 1 << 20
 MAX_MANIFEST_BYTES = 4 << 20
 ENV_USERNAME = "ROCM_BAKE_REGISTRY_USERNAME"
 ENV_PASSWORD = "ROCM_BAKE_REGISTRY_PASSWORD"
@@ -479,10 +482,23 @@ class RegistryClient:
         """Stream a blob; the reader raises on a size or sha256 mismatch at EOF."""
         what = f"blob {self.registry}/{repository}@{desc.digest}"
         chunks = self._blob_chunks(repository, desc, what)
-        try:
-            yield VerifyingReader(chunks, desc.digest, desc.size, what, self)
-        finally:
-            chunks.close()
+        if desc.size < PROGRESS_MIN_BYTES:  # configs and manifests: no progress line
+            try:
+                yield VerifyingReader(chunks, desc.digest, desc.size, what, self)
+            finally:
+                chunks.close()
+            return
+        with progress.track(f"{repository} layer {desc.digest[7:19]}", desc.size) as advance:
+
+            def counted() -> Iterator[bytes]:
+                for chunk in chunks:
+                    advance(len(chunk))
+                    yield chunk
+
+            try:
+                yield VerifyingReader(counted(), desc.digest, desc.size, what, self)
+            finally:
+                chunks.close()
 
     def _blob_chunks(self, repository: str, desc: Descriptor, what: str) -> Iterator[bytes]:
         """The blob's bytes, resuming a dropped connection with ``Range`` from the byte it reached.
