@@ -1,20 +1,29 @@
 """Architecture policy: what a PYTORCH_ROCM_ARCH value implies for a build.
 
-Pure functions of the arch string (and the fleet manifest for the fleet
-fields), so every branch the build takes can be truth-table tested.
+Parse once, at the edge. ``Arch`` (one processor name) and ``RocmArch`` (a
+PYTORCH_ROCM_ARCH value: one arch, or a fat ``;``-list) are ``str`` subtypes
+whose constructors validate: holding one is proof it was checked, so the
+functions it passes through (the stack program, image plans, the GPU test)
+take it as it is, and constructing one from one costs an ``isinstance``.
+They stay strings, so f-strings, JSON and Pulumi inputs see plain names.
+
+The policy is a pure function of the arch value, so every branch the build
+takes is truth-table tested. Which fleet nodes hold a card is the fleet's
+business (``rocm_bake.manifests.Fleet``): this module imports no manifest.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from rocm_bake.errors import RocmBakeError
 
 if TYPE_CHECKING:
-    from rocm_bake.manifests import Fleet
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
 
 #: Shape of an LLVM AMDGPU processor name: lower-case ``gfx``, a major
 #: version, then two more characters (hex digits: gfx90a is a real part).
@@ -37,44 +46,121 @@ SCHED_COEXEC_ARCHES: frozenset[str] = frozenset({"gfx950", "gfx1250"})
 #: AITER PREBUILD_KERNELS levels this build knows about.
 PREBUILD_LEVELS: frozenset[int] = frozenset({0, 1, 2})
 
-
-def validate_arch(name: str) -> str:
-    """Return ``name`` if it is a known, well-formed arch; raise otherwise."""
-    if not name:
-        raise RocmBakeError("empty architecture name: expected e.g. gfx950")
-    if not ARCH_PATTERN.match(name):
-        hint = f" (did you mean {name.lower()}?)" if ARCH_PATTERN.match(name.lower()) else ""
-        raise RocmBakeError(
-            f"malformed architecture name {name!r}: expected an AMDGPU processor "
-            f"like gfx950 or gfx1201 (lower-case gfx + 3 or 4 digits){hint}"
-        )
-    if name not in KNOWN_ARCHES:
-        raise RocmBakeError(
-            f"unknown architecture {name!r}: known are {', '.join(sorted_arches(KNOWN_ARCHES))}"
-        )
-    return name
+#: Longest value shown back in an error: a hostile megabyte of input is not echoed whole.
+_SHOWN = 80
 
 
-def sorted_arches(arches: frozenset[str] | set[str] | list[str]) -> list[str]:
+class ArchError(RocmBakeError, ValueError):
+    """A bad arch value. A ``ValueError`` too, so pydantic reports it under the field (the config key)."""
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "…")
+
+
+def sorted_arches(arches: frozenset[str] | set[str] | list[str] | tuple[str, ...]) -> list[str]:
     """Sort arch names numerically (gfx950 before gfx1030)."""
     return sorted(arches, key=lambda a: (len(a), a))
 
 
-def parse_rocm_arch(value: str) -> list[str]:
-    """Split a PYTORCH_ROCM_ARCH value (``;``-list) into validated arch names.
+class _ParsedStr(str):
+    """A ``str`` whose constructor validates; pydantic validates a field of this type the same way."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _check(cls, value: str) -> None:  # pragma: no cover - each subtype defines its rule
+        raise NotImplementedError
+
+    def __new__(cls, value: str) -> Any:
+        if type(value) is cls:  # already parsed: no second validation
+            return value
+        if not isinstance(value, str):
+            raise ArchError(f"expected an architecture name as a string, got {type(value).__name__}")
+        cls._check(value)
+        return super().__new__(cls, value)
+
+    @classmethod
+    def _trusted(cls, value: str) -> Any:
+        """Wrap a value already validated as part of a larger one (never user input)."""
+        return str.__new__(cls, value)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: "GetCoreSchemaHandler") -> "CoreSchema":
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_plain_validator_function(
+            cls, serialization=core_schema.plain_serializer_function_ser_schema(str)
+        )
+
+
+class Arch(_ParsedStr):
+    """One known, well-formed AMDGPU processor name, e.g. ``gfx950``."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _check(cls, name: str) -> None:
+        if not name:
+            raise ArchError("empty architecture name: expected e.g. gfx950")
+        if not ARCH_PATTERN.match(name):
+            hint = f" (did you mean {name.lower()}?)" if ARCH_PATTERN.match(name.lower()) else ""
+            raise ArchError(
+                f"malformed architecture name {_shown(name)}: expected an AMDGPU processor "
+                f"like gfx950 or gfx1201 (lower-case gfx + 3 or 4 digits){hint}"
+            )
+        if name not in KNOWN_ARCHES:
+            raise ArchError(f"unknown architecture {name!r}: known are {', '.join(sorted_arches(KNOWN_ARCHES))}")
+
+
+class RocmArch(_ParsedStr):
+    """A validated PYTORCH_ROCM_ARCH value: ``gfx950``, or ``gfx950;gfx1201`` for one fat build.
 
     One value with several arches is one fat build: both code objects in one
     binary and one set of tags. Duplicates are refused rather than collapsed,
     since they usually mean a copy-paste error in stack config.
     """
-    if not value or not value.strip():
-        raise RocmBakeError("empty PYTORCH_ROCM_ARCH: expected e.g. gfx950 or 'gfx950;gfx1201'")
-    parts = value.split(";")
-    arches = [validate_arch(part) for part in parts]
-    dupes = sorted({a for a in arches if arches.count(a) > 1})
-    if dupes:
-        raise RocmBakeError(f"PYTORCH_ROCM_ARCH {value!r} lists {', '.join(dupes)} more than once")
-    return arches
+
+    __slots__ = ()
+
+    @classmethod
+    def _check(cls, value: str) -> None:
+        if not value or not value.strip():
+            raise ArchError("empty PYTORCH_ROCM_ARCH: expected e.g. gfx950 or 'gfx950;gfx1201'")
+        arches = [Arch(part) for part in value.split(";")]
+        dupes = sorted({a for a in arches if arches.count(a) > 1})
+        if dupes:
+            raise ArchError(f"PYTORCH_ROCM_ARCH {_shown(value)} lists {', '.join(dupes)} more than once")
+
+    @property
+    def arches(self) -> tuple[Arch, ...]:
+        """The arches in declared order (already validated with the whole value)."""
+        return tuple(Arch._trusted(part) for part in self.split(";"))
+
+    @property
+    def is_fat(self) -> bool:
+        """Several arches in one PYTORCH_ROCM_ARCH: one binary, one set of tags."""
+        return ";" in self
+
+    @property
+    def label(self) -> str:
+        """The arch part of image tags and cache refs: ``gfx950`` or ``gfx950_gfx1201``."""
+        return self.replace(";", "_")
+
+    @property
+    def index_name(self) -> str:
+        """The index directory, release and gh-pages folder name: ``gfx950`` or ``gfx950-gfx1201``."""
+        return self.replace(";", "-")
+
+
+def validate_arch(name: str) -> Arch:
+    """``name`` as an ``Arch`` if it is a known, well-formed arch; raise otherwise (free for an ``Arch``)."""
+    return Arch(name)
+
+
+def parse_rocm_arch(value: str) -> list[Arch]:
+    """Split a PYTORCH_ROCM_ARCH value (``;``-list) into validated arch names (free for a ``RocmArch``)."""
+    return list(RocmArch(value).arches)
 
 
 def is_rdna4(rocm_arch: str) -> bool:
@@ -98,7 +184,7 @@ def uses_sched_coexec(arch: str) -> bool:
     return arch in SCHED_COEXEC_ARCHES
 
 
-def check_prebuild_kernels(arches: list[str], level: int | None) -> int:
+def check_prebuild_kernels(arches: list[str] | tuple[str, ...], level: int | None) -> int:
     """Return the AITER PREBUILD_KERNELS level for a build, refusing unsafe pins.
 
     Level 0 is the default everywhere: build time is the binding constraint
@@ -111,13 +197,11 @@ def check_prebuild_kernels(arches: list[str], level: int | None) -> int:
     if level is None:
         return 0
     if level not in PREBUILD_LEVELS:
-        raise RocmBakeError(
-            f"PREBUILD_KERNELS={level} is not a level AITER knows: expected one of 0, 1, 2"
-        )
+        raise ArchError(f"PREBUILD_KERNELS={level} is not a level AITER knows: expected one of 0, 1, 2")
     if level == 2:
         non_cdna = [a for a in arches if not is_cdna(a)]
         if non_cdna:
-            raise RocmBakeError(
+            raise ArchError(
                 f"PREBUILD_KERNELS=2 refused for {', '.join(non_cdna)}: level 2 produces no "
                 f"wheel on non-CDNA arches (6 of 68 AITER JIT modules carry CDNA-only "
                 f"code and setup.py treats the failure as fatal); use 0 (the default)"
@@ -126,46 +210,37 @@ def check_prebuild_kernels(arches: list[str], level: int | None) -> int:
 
 
 class ArchPolicy(BaseModel):
-    """Everything the build branches on for one PYTORCH_ROCM_ARCH value."""
+    """Everything the build branches on for one PYTORCH_ROCM_ARCH value.
 
-    arch: str
-    arches: list[str]
+    Which fleet nodes can GPU-test it is not here: that is a fleet lookup
+    (``Fleet.coverage``), and the fleet changes without the build changing.
+    """
+
+    arch: RocmArch
+    arches: list[Arch]
     is_rdna4: bool
     use_ck_sdpa_gfx12: bool
     sched_coexec: bool
     prebuild_kernels: int
     rocm_prune_keep: list[str]
-    fleet_nodes: list[str]
-    gpu_testable: bool
 
 
-def arch_policy(
-    rocm_arch: str,
-    prebuild_kernels: int | None = None,
-    fleet: "Fleet | None" = None,
-) -> ArchPolicy:
+def arch_policy(rocm_arch: RocmArch | str, prebuild_kernels: int | None = None) -> ArchPolicy:
     """Compute the policy for ``rocm_arch`` (one arch or a fat ``;``-list).
 
     ``sched_coexec`` holds only when every arch in the build has it, since
-    the flag is passed once for the whole compile. A fat build is GPU-testable
-    only when every arch in it has a node: an untested code object is not
-    covered just because its neighbour is.
+    the flag is passed once for the whole compile. A ``RocmArch`` is taken as
+    it is; a plain string (a CLI argument) is parsed here, once.
     """
-    from rocm_bake.manifests import load_fleet  # local: manifests imports this module
-
-    arches = parse_rocm_arch(rocm_arch)
-    rdna4 = is_rdna4(rocm_arch)
-    fleet_model = fleet if fleet is not None else load_fleet()
-    nodes = sorted({n for a in arches for n in fleet_model.nodes_for(a)})
+    rocm = RocmArch(rocm_arch)
+    arches = rocm.arches
+    rdna4 = is_rdna4(rocm)
     return ArchPolicy(
-        arch=rocm_arch,
-        arches=arches,
+        arch=rocm,
+        arches=list(arches),
         is_rdna4=rdna4,
         use_ck_sdpa_gfx12=rdna4,
         sched_coexec=all(uses_sched_coexec(a) for a in arches),
         prebuild_kernels=check_prebuild_kernels(arches, prebuild_kernels),
         rocm_prune_keep=[f"-{a}" for a in arches],
-        fleet_nodes=nodes,
-        gpu_testable=all(fleet_model.nodes_for(a) for a in arches),
     )
-

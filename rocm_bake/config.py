@@ -2,68 +2,108 @@
 
 The Pulumi program and ``rocm-bake plan`` both go through
 ``stack_config_from_mapping`` so a bad value fails before anything is
-declared, with a message naming the key.
+declared, with a message naming the key. The key table is the model itself:
+each field's alias is its camelCase key (``pytorch_rocm_arch`` is
+``rocm-bake:pytorchRocmArch``), and Pulumi's string values ("true", "2",
+a JSON object) become typed values through pydantic's own conversions.
+
+The arch value is parsed once, here: ``pytorch_rocm_arch`` is a
+``RocmArch``, and everything downstream takes it as it is.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Json, Tag
+from pydantic import ValidationError, ValidationInfo, field_validator
+from pydantic.alias_generators import to_camel
 
-from rocm_bake.arch import ArchPolicy, arch_policy, check_prebuild_kernels, parse_rocm_arch
+from rocm_bake.arch import Arch, ArchPolicy, RocmArch, arch_policy, check_prebuild_kernels
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.manifests import RepoPath, read_yaml
 
 NAMESPACE = "rocm-bake"
 STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
 
-#: Config key (camelCase, as in the stack YAML) -> model field.
-KEYS: dict[str, str] = {
-    "pytorchRocmArch": "pytorch_rocm_arch",
-    "rocmVersion": "rocm_version",
-    "registry": "registry",
-    "repository": "repository",
-    "builder": "builder",
-    "push": "push",
-    "prebuildKernels": "prebuild_kernels",
-    "cacheArch": "cache_arch",
-    "targets": "targets",
-    "dist": "dist",
-    "publish": "publish",
-    "githubRepo": "github_repo",
-    "githubApiUrl": "github_api_url",
-    "githubUploadsUrl": "github_uploads_url",
-    "githubWebUrl": "github_web_url",
-    "githubPagesUrl": "github_pages_url",
-    "githubToken": "github_token",
-    "gpuHost": "gpu_host",
-    "gpuTest": "gpu_test",
-    "dockerfileDir": "dockerfile_dir",
-    "buildArgs": "build_args",
-}
-FIELD_TO_KEY = {v: k for k, v in KEYS.items()}
+#: A Pulumi stack name: what ``pulumi stack init`` accepts, so it is also a safe file name part.
+STACK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+#: ``host[:port]``: a DNS name or IPv4 address, or a bracketed IPv6 address; no scheme, path or spaces.
+_REGISTRY = re.compile(rf"^(?P<host>{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{{1,5}}))?$")
+
+
+def registry_host(value: str) -> str:
+    """The registry as image refs need it: ``host[:port]``, and recognisably a host.
+
+    Docker reads a first path part with no ``.`` or ``:`` (and not
+    ``localhost``) as a Docker Hub namespace, so ``myregistry`` would push to
+    Docker Hub: refused here, where the key can still be named.
+    """
+    match = _REGISTRY.match(value)
+    if not match:
+        raise ValueError(
+            f"{value[:80]!r} is not a registry host[:port] such as 127.0.0.1:5000 or ghcr.io "
+            "(no scheme, path or spaces)"
+        )
+    port = match.group("port")
+    if port is not None and not 1 <= int(port) <= 65535:
+        raise ValueError(f"{value!r}: port {port} is not in 1..65535")
+    host = match.group("host")
+    if not ("." in host or port is not None or host.startswith("[") or host == "localhost"):
+        raise ValueError(
+            f"{value!r} has no '.', ':' or port: Docker would read it as a Docker Hub namespace; "
+            "give the registry host, e.g. registry.example or 127.0.0.1:5000"
+        )
+    return value
+
+
+def _words(value: Any) -> Any:
+    """``rocm-bake:targets`` from the Pulumi CLI is one string: ``"torch vllm"`` or ``"torch,vllm"``."""
+    if isinstance(value, str):
+        return [word for word in value.replace(",", " ").split() if word]
+    return value
+
+
+Registry = Annotated[str, AfterValidator(registry_host)]
+TargetNames = Annotated[list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$")]], BeforeValidator(_words)]
+#: A mapping in the stack YAML, or the JSON text Pulumi's ``get_object`` round-trips through (text is
+#: read as JSON, anything else as a mapping, so an error speaks of the form that was given).
+BuildArgs = Annotated[
+    Annotated[dict[str, str], Tag("mapping")] | Annotated[Json[dict[str, str]], Tag("json")],
+    Discriminator(lambda value: "json" if isinstance(value, (str, bytes)) else "mapping"),
+]
+#: An OCI tag fragment: the cache ref is ``cache:<target>-<cacheArch>``.
+CacheScope = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")]
 
 
 class StackConfig(BaseModel):
-    """One stack's settings; defaults are the embedded local defaults."""
+    """One stack's settings; defaults are the embedded local defaults.
 
-    model_config = ConfigDict(extra="forbid")
+    Field ``x_y`` is config key ``rocm-bake:xY``; Python callers may use
+    either spelling, a stack file only the key.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
+    )
     stack: str
-    pytorch_rocm_arch: str
+    pytorch_rocm_arch: RocmArch
     rocm_version: str = Field(default="10.1.0", pattern=r"^\d+\.\d+\.\d+$")
-    registry: str = "127.0.0.1:5000"
+    registry: Registry = "127.0.0.1:5000"
     repository: str = Field(default="rocm-bake", pattern=r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
     #: buildx builder: docker-container, kubernetes or remote driver. Scale-out
     #: is BuildKit's: point this at a build farm, never at a queue of ours.
-    builder: str = "rocm-bake"
+    builder: str = Field(default="rocm-bake", min_length=1)
     push: bool = True
     prebuild_kernels: int | None = None
-    cache_arch: str | None = None
-    targets: list[str] | None = None
-    dist: str = "dist"
+    cache_arch: CacheScope | None = None
+    targets: TargetNames | None = None
+    dist: str = Field(default="dist", min_length=1)
     publish: bool = False
     github_repo: str = Field(default="sbates130272/rocm-bake", pattern=r"^[\w.-]+/[\w.-]+$")
     github_api_url: str = "https://api.github.com"
@@ -77,46 +117,35 @@ class StackConfig(BaseModel):
     gpu_test: bool = True
     #: Where the targets' Dockerfiles live (same file names as targets.yml):
     #: ``dockerfiles/demo`` holds stand-ins with the same stage graph, so the
-    #: demo stacks differ from the real ones only in configuration.
-    dockerfile_dir: str = "dockerfiles"
+    #: demo stacks differ from the real ones only in configuration. Inside the
+    #: repository, like every build input.
+    dockerfile_dir: RepoPath = "dockerfiles"
     #: Extra build args for every target, e.g. the base images
     #: (``ROCM_IMAGE``, ``PYTHON_IMAGE``). They are the same for every arch, so
     #: the shared triton-wheel cache stays shared.
-    build_args: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("pytorch_rocm_arch")
-    @classmethod
-    def _arches(cls, value: str) -> str:
-        try:
-            parse_rocm_arch(value)
-        except RocmBakeError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+    build_args: BuildArgs = Field(default_factory=dict)
 
     @field_validator("prebuild_kernels")
     @classmethod
     def _pin(cls, value: int | None, info: ValidationInfo) -> int | None:
-        arch = info.data.get("pytorch_rocm_arch")
+        arch = info.data.get("pytorch_rocm_arch")  # absent when the arch itself was refused
         if arch is not None:
-            try:
-                check_prebuild_kernels(parse_rocm_arch(arch), value)
-            except RocmBakeError as exc:
-                raise ValueError(str(exc)) from None
+            check_prebuild_kernels(arch.arches, value)  # an ArchError is a ValueError: reported under the key
         return value
 
     @property
-    def arches(self) -> list[str]:
-        return parse_rocm_arch(self.pytorch_rocm_arch)
+    def arches(self) -> list[Arch]:
+        return list(self.pytorch_rocm_arch.arches)
 
     @property
     def is_fat(self) -> bool:
         """Several arches in one PYTORCH_ROCM_ARCH: one binary, one set of tags."""
-        return len(self.arches) > 1
+        return self.pytorch_rocm_arch.is_fat
 
     @property
     def arch_label(self) -> str:
         """The arch part of tags and cache refs (``gfx950`` or ``gfx950_gfx1201``)."""
-        return "_".join(self.arches)
+        return self.pytorch_rocm_arch.label
 
     @property
     def image_tag(self) -> str:
@@ -126,7 +155,7 @@ class StackConfig(BaseModel):
     @property
     def index_name(self) -> str:
         """The index directory, release and gh-pages folder name: ``gfx950`` or ``gfx950-gfx1201``."""
-        return "-".join(self.arches)
+        return self.pytorch_rocm_arch.index_name
 
     @property
     def effective_cache_arch(self) -> str:
@@ -146,60 +175,59 @@ class StackConfig(BaseModel):
         return token
 
     def policy(self) -> ArchPolicy:
+        """The build policy of the already-parsed arch value (not validated again)."""
         return arch_policy(self.pytorch_rocm_arch, prebuild_kernels=self.prebuild_kernels)
 
 
-def _coerce(field: str, value: Any) -> Any:
-    """Pulumi config values arrive as strings; YAML may give real types."""
-    if not isinstance(value, str):
-        return value
-    annotation = StackConfig.model_fields[field].annotation
-    if annotation in (bool,):
-        lowered = value.strip().lower()
-        if lowered in ("true", "false"):
-            return lowered == "true"
-        return value
-    if field == "prebuild_kernels":
-        return int(value) if value.strip().lstrip("-").isdigit() else value
-    if field == "build_args":
-        import json
+#: Config key (camelCase, as in the stack YAML) -> model field: the model's own aliases.
+KEYS: dict[str, str] = {
+    (info.alias or name): name for name, info in StackConfig.model_fields.items() if name != "stack"
+}
+FIELD_TO_KEY = {v: k for k, v in KEYS.items()}
 
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    if field == "targets":
-        return [t.strip() for t in value.replace(",", " ").split() if t.strip()]
-    return value
+
+def _problem(err: Any) -> str:
+    loc = err["loc"]
+    key = f"{NAMESPACE}:{loc[0]}" if loc else "config"
+    inner = [str(part) for part in loc[1:] if part not in ("mapping", "json")]  # a union's tags name no input
+    if inner:
+        key += "." + ".".join(inner)  # rocm-bake:buildArgs.ROCM_IMAGE, rocm-bake:targets.0
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "json_invalid":
+        msg = f"not a JSON object: {msg}"
+    return f"{key}: {msg}"
 
 
 def stack_config_from_mapping(stack: str, config: dict[str, Any], source: str) -> StackConfig:
     """Build a StackConfig from ``{"rocm-bake:key": value}``; errors name the key."""
     fields: dict[str, Any] = {"stack": stack}
     for full_key, value in config.items():
+        if not isinstance(full_key, str):
+            raise RocmBakeError(f"{source}: config key {full_key!r} is not a string like 'rocm-bake:registry'")
         namespace, _, key = full_key.partition(":")
         if namespace != NAMESPACE:
             continue  # other providers' keys (github:token, docker-build:...) are theirs
         if key not in KEYS:
             raise RocmBakeError(
-                f"{source}: unknown config key {full_key!r}; known keys: "
+                f"{source}: unknown config key {full_key[:80]!r}; known keys: "
                 + ", ".join(f"{NAMESPACE}:{k}" for k in KEYS)
             )
-        fields[KEYS[key]] = _coerce(KEYS[key], value)
-    fields.setdefault("pytorch_rocm_arch", stack)
+        fields[key] = value
+    fields.setdefault("pytorchRocmArch", stack)
     try:
         return StackConfig.model_validate(fields)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            loc = err["loc"][0] if err["loc"] else None
-            key = f"{NAMESPACE}:{FIELD_TO_KEY.get(str(loc), loc)}" if loc else "config"
-            msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{key}: {msg}")
+        problems = list(dict.fromkeys(_problem(err) for err in exc.errors()))
         raise RocmBakeError(f"{source} (stack {stack}): " + "; ".join(problems)) from None
 
 
 def stack_file(stack: str, stacks_dir: Path | None = None) -> Path:
+    """``stacks/Pulumi.<stack>.yaml``; a stack name is a name, never a path."""
+    if not STACK_NAME.match(stack) or ".." in stack:
+        raise RocmBakeError(
+            f"stack name {stack[:80]!r}: expected letters, digits, '-', '_' or '.', e.g. gfx950 "
+            "(a stack is named, not given as a path)"
+        )
     return (stacks_dir or STACKS_DIR) / f"Pulumi.{stack}.yaml"
 
 
@@ -209,13 +237,16 @@ def read_stack_file(stack: str, stacks_dir: Path | None = None) -> dict[str, Any
     if not path.exists():
         known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml"))
         raise RocmBakeError(f"no stack {stack!r}: {path} does not exist (stacks: {', '.join(known)})")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise RocmBakeError(f"{path}: not valid YAML: {exc}") from None
+    raw = read_yaml(path, "stack file")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise RocmBakeError(
+            f"{path}: the top level must be a mapping with a 'config:' key, got a {type(raw).__name__}"
+        )
     config = raw.get("config") or {}
     if not isinstance(config, dict):
-        raise RocmBakeError(f"{path}: 'config' must be a mapping")
+        raise RocmBakeError(f"{path}: 'config' must be a mapping of 'rocm-bake:<key>: value'")
     return {k: (v["value"] if isinstance(v, dict) and "value" in v else v) for k, v in config.items()}
 
 

@@ -1,11 +1,9 @@
-"""``rocm-bake arch show ARCH``: the build policy one arch value implies."""
+"""``rocm-bake arch show ARCH``: the build policy one arch value implies, and which fleet nodes can test it."""
 
 from __future__ import annotations
 
 import argparse
 import json
-
-from rocm_bake.arch import arch_policy
 
 FIELDS = (
     "arch", "is_rdna4", "use_ck_sdpa_gfx12", "sched_coexec", "prebuild_kernels",
@@ -24,8 +22,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    policy = arch_policy(args.arch, prebuild_kernels=args.prebuild_kernels)
-    data = policy.model_dump(include=set(FIELDS))
+    from rocm_bake.arch import arch_policy
+    from rocm_bake.manifests import load_fleet
+
+    policy = arch_policy(args.arch, prebuild_kernels=args.prebuild_kernels)  # parsed once, here
+    data = {**policy.model_dump(), **load_fleet().coverage(policy.arch).model_dump()}
     if args.json:
         print(json.dumps({k: data[k] for k in FIELDS}, indent=2))
         return 0

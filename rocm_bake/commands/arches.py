@@ -12,10 +12,7 @@ import os
 import shutil
 import subprocess
 
-from rocm_bake.arch import validate_arch
-from rocm_bake.config import stack_file
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.manifests import load_targets
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,15 +26,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def resolve_arches(value: str | None) -> list[str]:
     """ARCHES: the flag, else $ARCHES, else manifests' default_arches; each must have a stack."""
+    from rocm_bake.arch import Arch
+    from rocm_bake.config import stack_file
+    from rocm_bake.manifests import load_targets
+
     raw = value if value is not None else os.environ.get("ARCHES")
     arches = raw.split() if raw is not None else list(load_targets().default_arches)
     if not arches:
         raise RocmBakeError("ARCHES is empty: give at least one arch, e.g. --arches gfx950")
-    for arch in arches:
-        validate_arch(arch)
+    parsed = [Arch(arch) for arch in arches]
+    for arch in parsed:
         if not stack_file(arch).exists():
             raise RocmBakeError(f"arch {arch}: no stack file {stack_file(arch)}")
-    return arches
+    return parsed
 
 
 PROJECT = "rocm-bake"
@@ -80,6 +81,8 @@ def pulumi_command(action: str, arch: str, targets: list[str] | None = None, cli
 
 
 def run(args: argparse.Namespace) -> int:
+    from rocm_bake.manifests import load_targets
+
     arches = resolve_arches(args.arches)
     for name in args.target:
         load_targets().target(name)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
-
-from rocm_bake.manifests import load_fleet, load_targets
+from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("nodes", help="list fleet nodes and their GPUs (make list-nodes)")
+    parser.add_argument("--fleet", type=Path, default=None, help="fleet manifest (default manifests/fleet.yml)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    fleet = load_fleet()
+    from rocm_bake.manifests import load_fleet, load_targets
+
+    fleet = load_fleet(args.fleet)
     default_arches = load_targets().default_arches
     selected = fleet.gpu_host()
     rows = [
