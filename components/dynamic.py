@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pulumi.dynamic import CheckFailure, CheckResult
+from pulumi.dynamic import CheckFailure, CheckResult, DiffResult
 from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
 from rocm_bake.errors import RocmBakeError
 
-__all__ = ["UNKNOWN", "has_unknown", "check_inputs"]
+__all__ = ["UNKNOWN", "has_unknown", "check_inputs", "unknown_or_replace"]
 
 
 def has_unknown(props: dict[str, Any], keys: Iterable[str]) -> bool:
@@ -44,3 +44,15 @@ def check_inputs(news: dict[str, Any], validators: dict[str, Callable[[Any], Non
         except RocmBakeError as exc:
             failures.append(CheckFailure(key, str(exc)))
     return CheckResult(news, failures)
+
+
+def unknown_or_replace(olds: dict[str, Any], news: dict[str, Any], input_keys: Iterable[str],
+                       replace_keys: Iterable[str]) -> DiffResult | None:
+    """The diff every provider starts with: a change while inputs are unknown (preview), a
+    delete-then-replace when a key that names the output moved; None to go on comparing."""
+    if has_unknown(news, input_keys):
+        return DiffResult(changes=True)
+    replaces = [k for k in replace_keys if olds.get(k) != news.get(k)]
+    if replaces:
+        return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+    return None

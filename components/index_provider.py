@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import check_inputs, has_unknown
+from components.dynamic import check_inputs, unknown_or_replace
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import DEFAULT_ROCM_VERSION, IndexResult, build_index, index_dir, is_rocm_bake_index
 from rocm_bake.index import check_rocm_version, plan_index, remove_index, tree_matches
@@ -70,11 +70,9 @@ class WheelIndexProvider(ResourceProvider):
         return CreateResult(id_=result.index_dir, outs=outputs(props, result))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if has_unknown(news, INPUT_KEYS):
-            return DiffResult(changes=True)
-        replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        early = unknown_or_replace(olds, news, INPUT_KEYS, REPLACE_KEYS)
+        if early is not None:
+            return early
         plan = plan_index(  # a bad wheel fails the preview here, with the build's own error
             news["arch"], Path(news["wheels_dir"]), Path(news["dist"]), news.get("wheel_url"),
             news.get("rocm_version") or DEFAULT_ROCM_VERSION,

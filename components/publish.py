@@ -35,7 +35,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import has_unknown
+from components.dynamic import unknown_or_replace
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import DEFAULT_ROCM_VERSION
 from rocm_bake.publish import GitHubClient, GitHubEndpoints
@@ -106,11 +106,9 @@ class GitHubReleaseProvider(GitHubProvider):
                                                                  "release_id": release.id, "name": name, "body": body})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if has_unknown(news, INPUT_KEYS):
-            return DiffResult(changes=True)
-        replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        early = unknown_or_replace(olds, news, INPUT_KEYS, REPLACE_KEYS)
+        if early is not None:
+            return early
         return DiffResult(changes=olds.get("release_id") is None)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -149,11 +147,9 @@ class ReleaseAssetsProvider(GitHubProvider):
         return UpdateResult(outs=self._apply(news))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if has_unknown(news, INPUT_KEYS):
-            return DiffResult(changes=True)
-        replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        early = unknown_or_replace(olds, news, INPUT_KEYS, REPLACE_KEYS)
+        if early is not None:
+            return early
         with self.client(news) as client:
             local = _publisher(news, client).local
         want = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in local.files]
@@ -197,11 +193,9 @@ class PagesIndexProvider(GitHubProvider):
         return UpdateResult(outs=self._apply(news))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if has_unknown(news, INPUT_KEYS):
-            return DiffResult(changes=True)
-        replaces = [k for k in ("arch", "repo", "api_url") if olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        early = unknown_or_replace(olds, news, INPUT_KEYS, ("arch", "repo", "api_url"))
+        if early is not None:
+            return early
         with self.client(news) as client:
             desired = _publisher(news, client).desired
         want = {path: git_blob_sha(data) for path, data in desired.items()}

@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import check_inputs, has_unknown
+from components.dynamic import check_inputs, has_unknown, unknown_or_replace
 from rocm_bake.registry import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
 from rocm_bake.registry import RegistryClient, check_ref_for_arch, read_fetch_manifest, reusable
 
@@ -97,11 +97,9 @@ class FetchedWheelsProvider(ResourceProvider):
         return CreateResult(id_=result.wheels_dir, outs=outputs(props, result))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if has_unknown(news, INPUT_KEYS):
-            return DiffResult(changes=True)
-        replaces = [k for k in REPLACE_KEYS if olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        early = unknown_or_replace(olds, news, INPUT_KEYS, REPLACE_KEYS)
+        if early is not None:
+            return early
         if olds.get("wheel_dir") != news.get("wheel_dir"):
             return DiffResult(changes=True)
         refs = list(news.get("image_refs") or [])

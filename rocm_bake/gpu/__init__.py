@@ -1,8 +1,6 @@
 """GPUs: detecting them on this host, and running a test on a fleet node over SSH.
 
-The package face: the CLI and the components import from here. Names load
-lazily (PEP 562), so importing the face costs nothing until a name is used —
-``rocm-bake --version`` must not pay for httpx or pydantic.
+The package face (see ``rocm_bake.lazy_face``): the CLI and the components import from here.
 """
 
 from __future__ import annotations
@@ -14,8 +12,8 @@ from rocm_bake.lazy_face import lazy_getattr
 _EXPORTS: dict[str, str] = {
     "Detection": "detect",
     "Gpu": "detect",
-    "LOCK_TIMEOUT_STATUS": "remote_test",
-    "NOT_COVERED_STATUS": "remote_test",
+    "LOCK_TIMEOUT_STATUS": "status",
+    "NOT_COVERED_STATUS": "status",
     "RocminfoRunner": "detect",
     "detect_gpus": "detect",
     "not_covered_message": "remote_test",
@@ -28,7 +26,8 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from rocm_bake.gpu.detect import Detection, Gpu, RocminfoRunner, detect_gpus, run_rocminfo
-    from rocm_bake.gpu.remote_test import LOCK_TIMEOUT_STATUS, NOT_COVERED_STATUS, not_covered_message, run_gpu_test, select_node
+    from rocm_bake.gpu.remote_test import not_covered_message, run_gpu_test, select_node
+    from rocm_bake.gpu.status import LOCK_TIMEOUT_STATUS, NOT_COVERED_STATUS
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

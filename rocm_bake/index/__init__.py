@@ -1,8 +1,6 @@
 """Per-arch PEP 503/658 index: build, metapackage, version rules, hash cache, install check.
 
-The package face: the CLI and the components import from here. Names load
-lazily (PEP 562), so importing the face costs nothing until a name is used —
-``rocm-bake --version`` must not pay for httpx or pydantic.
+The package face (see ``rocm_bake.lazy_face``): the CLI and the components import from here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Publishing one index: the GitHub REST client, the release and the gh-pages commit.
 
-The package face: the CLI and the components import from here. Names load
-lazily (PEP 562), so importing the face costs nothing until a name is used —
-``rocm-bake --version`` must not pay for httpx or pydantic.
+The package face (see ``rocm_bake.lazy_face``): the CLI and the components import from here.
 """
 
 from __future__ import annotations
