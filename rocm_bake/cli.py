@@ -61,6 +61,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Bad input is a ``RocmBakeError`` raised where the input is read, naming it.
+
+    Only that type is caught (plus the two ways a user stops us): an
+    ``OSError`` or ``ValueError`` from reading a user's file is turned into a
+    ``RocmBakeError`` at its source, where the file and the rule are known, so
+    anything else escaping here is a bug and keeps its traceback.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
@@ -72,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `rocm-bake plan X | head` is not an error
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        print("rocm-bake: interrupted", file=sys.stderr)
+        return 130
     return int(result or 0)
 
 

@@ -1,8 +1,14 @@
 """Truth tables for the architecture policy (seed: gfx1250 is not RDNA, etc.)."""
 
+import json
+import pickle
+import subprocess
+import sys
+
 import pytest
 
-from rocm_bake.arch import arch_policy, check_prebuild_kernels, is_rdna4, parse_rocm_arch, validate_arch
+from rocm_bake.arch import Arch, ArchError, RocmArch, arch_policy, check_prebuild_kernels, is_rdna4, parse_rocm_arch
+from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import load_fleet
 
@@ -86,16 +92,58 @@ def test_parse_rocm_arch_refuses_duplicates_and_empty_parts():
         parse_rocm_arch("gfx950;")
 
 
-def test_rocm_prune_keep_and_fleet_fields():
-    strix = arch_policy("gfx1151")
-    assert strix.rocm_prune_keep == ["-gfx1151"]
+def test_rocm_prune_keep_and_fleet_coverage():
+    assert arch_policy("gfx1151").rocm_prune_keep == ["-gfx1151"]
+    fleet = load_fleet()
+    strix = fleet.coverage("gfx1151")
     assert strix.fleet_nodes == ["snoc-strix"] and strix.gpu_testable
     for arch in ("gfx950", "gfx1250"):
-        policy = arch_policy(arch)
-        assert policy.fleet_nodes == [] and policy.gpu_testable is False
+        assert fleet.coverage(arch).model_dump() == {"fleet_nodes": [], "gpu_testable": False}
 
 
 def test_fat_build_gpu_testable_only_if_every_arch_has_a_node():
     fleet = load_fleet()
-    assert arch_policy("gfx1151;gfx1201", fleet=fleet).gpu_testable is True
-    assert arch_policy("gfx950;gfx1201", fleet=fleet).gpu_testable is False
+    assert fleet.coverage("gfx1151;gfx1201").gpu_testable is True
+    assert fleet.coverage("gfx950;gfx1201").gpu_testable is False
+    assert fleet.coverage("gfx950;gfx1201").fleet_nodes == ["snoc-navi"]
+
+
+def test_the_policy_imports_no_manifest():
+    """The arch <-> manifests circle is gone: fleet lookups live with the fleet."""
+    code = "import sys, rocm_bake.arch; print('rocm_bake.manifests' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_a_parsed_value_is_proof_and_stays_a_string():
+    rocm = RocmArch("gfx950;gfx1201")
+    assert isinstance(rocm, str) and rocm == "gfx950;gfx1201" and json.dumps(rocm) == '"gfx950;gfx1201"'
+    assert rocm.arches == ("gfx950", "gfx1201") and all(type(a) is Arch for a in rocm.arches)
+    assert (rocm.label, rocm.index_name, rocm.is_fat) == ("gfx950_gfx1201", "gfx950-gfx1201", True)
+    assert RocmArch(rocm) is rocm and Arch(rocm.arches[0]) == "gfx950"
+    assert pickle.loads(pickle.dumps(rocm)) == rocm and type(pickle.loads(pickle.dumps(rocm))) is RocmArch
+    with pytest.raises(ArchError, match="malformed") as info:
+        RocmArch("gfx950;GFX1201")
+    assert isinstance(info.value, RocmBakeError) and isinstance(info.value, ValueError)
+
+
+def test_a_parsed_value_is_not_validated_again(monkeypatch):
+    """Parse once at the edge: functions handed an Arch/RocmArch do not re-check it."""
+    rocm = RocmArch("gfx950;gfx1201")
+    arch = Arch("gfx1151")
+    fleet = load_fleet()  # the manifest's own arches are parsed at its edge, here
+    calls = []
+    for kind in (Arch, RocmArch):
+        original = kind.__dict__["_check"].__func__
+        monkeypatch.setattr(kind, "_check", classmethod(lambda cls, v, o=original: (calls.append(v), o(cls, v))[1]))
+    policy = arch_policy(rocm, prebuild_kernels=1)
+    assert parse_rocm_arch(rocm) == ["gfx950", "gfx1201"] and validate_arch(arch) is arch
+    assert fleet.coverage(policy.arch).fleet_nodes == ["snoc-navi"] and fleet.nodes_for(arch) == ["snoc-strix"]
+    assert calls == []
+    arch_policy("gfx950")  # a plain string is parsed (once)
+    assert calls == ["gfx950", "gfx950"]  # the value, then its one part
+
+
+def test_long_hostile_values_are_not_echoed_whole():
+    with pytest.raises(ArchError) as info:
+        validate_arch("x" * 100_000)
+    assert len(str(info.value)) < 400

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.gpu import LOCK_TIMEOUT_STATUS, NOT_COVERED_STATUS, run_gpu_test
-from rocm_bake.manifests import load_fleet, load_targets
+from rocm_bake.gpu import LOCK_TIMEOUT_STATUS, NOT_COVERED_STATUS  # the face loads only gpu.status for these
 
 EPILOG = f"""exit status:
   N   the test's own status (0: passed)
@@ -24,9 +24,9 @@ def _seconds(value: str) -> float:
     try:
         seconds = float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f"{value!r}: seconds must be >= 0")
+        raise argparse.ArgumentTypeError(f"{value[:40]!r} is not a number of seconds") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"{value[:40]!r}: seconds must be a finite number >= 0")
     return seconds
 
 
@@ -54,6 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rocm_bake.arch import Arch
+    from rocm_bake.gpu import run_gpu_test
+    from rocm_bake.manifests import load_fleet, load_targets
+
+    arch = Arch(args.arch)  # parsed once, here; the fleet lookup and the test take it as it is
     fleet = load_fleet(args.fleet)
     test = args.test or load_targets().target(args.target).gpu_test
     if not test:
@@ -69,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     result = run_gpu_test(
-        fleet, args.arch, args.image, test,
+        fleet, arch, args.image, test,
         host=args.host or os.environ.get("GPU_HOST"), lock_timeout=args.lock_timeout,
         known_hosts=args.known_hosts, identity=args.identity, on_stdout=emit_out, on_stderr=emit_err,
     )

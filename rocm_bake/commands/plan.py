@@ -1,7 +1,9 @@
-"""``rocm-bake plan STACK``: the resource graph a stack declares, without the Pulumi CLI.
+"""``rocm-bake plan STACK…``: the resource graph each stack declares, without the Pulumi CLI.
 
 Runs the real program under Pulumi's mock runtime (nothing is built,
 pushed or published) and prints each resource's type, name and inputs.
+Several stacks plan in one process, so Pulumi's SDK is imported once: most
+of a single plan's time is that import.
 """
 
 from __future__ import annotations
@@ -10,19 +12,25 @@ import argparse
 import json
 from typing import Any
 
-from rocm_bake.config import NAMESPACE, load_stack_config, read_stack_file
 from rocm_bake.errors import RocmBakeError
+
+#: The config namespace (``rocm_bake.config.NAMESPACE``), here so parsing ``--set`` imports no pydantic.
+NAMESPACE = "rocm-bake"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("plan", help="print the resources a stack declares (mock runtime)")
-    parser.add_argument("stack", help="stack name, e.g. gfx950 (stacks/Pulumi.<stack>.yaml)")
+    parser = subparsers.add_parser("plan", help="print the resources stacks declare (mock runtime)")
+    parser.add_argument("stacks", nargs="+", metavar="STACK",
+                        help="stack name, e.g. gfx950 (stacks/Pulumi.<stack>.yaml); several plan in one process")
     parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config key, e.g. --set rocm-bake:pytorchRocmArch='gfx950;gfx1201'",
+        help="override a config key in every stack planned, e.g. --set rocm-bake:pytorchRocmArch='gfx950;gfx1201'",
     )
-    parser.add_argument("--json", action="store_true", help='print the resources as a JSON list of {"type", "name", "inputs"}')
-    parser.add_argument("--outputs-json", action="store_true", help="print the stack outputs as a JSON object")
+    parser.add_argument("--json", action="store_true",
+                        help='print the resources as a JSON list of {"type", "name", "inputs"} '
+                             "(several stacks: an object of such lists by stack)")
+    parser.add_argument("--outputs-json", action="store_true",
+                        help="print the stack outputs as a JSON object (several stacks: one per stack)")
     parser.set_defaults(func=run)
 
 
@@ -39,6 +47,8 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
 
 def plan(stack: str, overrides: dict[str, str]) -> dict[str, Any]:
     """Validate config first (a clear error beats a mock-runtime traceback), then declare."""
+    from rocm_bake.config import load_stack_config, read_stack_file
+
     config_model = load_stack_config(stack, overrides)
     if config_model.publish and not config_model.is_fat:
         config_model.publish_token()
@@ -50,14 +60,16 @@ def plan(stack: str, overrides: dict[str, str]) -> dict[str, Any]:
     return {"stack": stack, "resources": resources, "outputs": outputs}
 
 
-def run(args: argparse.Namespace) -> int:
-    result = plan(args.stack, parse_overrides(args.overrides))
-    if args.json:
-        print(json.dumps(result["resources"], indent=2, sort_keys=True, default=str))
-        return 0
-    if args.outputs_json:
-        print(json.dumps(result["outputs"], indent=2, sort_keys=True, default=str))
-        return 0
+def plans(stacks: list[str], overrides: dict[str, str]) -> list[dict[str, Any]]:
+    """Every stack's config is checked before any is declared: one bad stack changes nothing and prints nothing."""
+    from rocm_bake.config import load_stack_config
+
+    for stack in dict.fromkeys(stacks):
+        load_stack_config(stack, overrides)
+    return [plan(stack, overrides) for stack in dict.fromkeys(stacks)]
+
+
+def print_text(result: dict[str, Any]) -> None:
     print(f"stack {result['stack']}: {len(result['resources'])} resources")
     for res in result["resources"]:
         inputs = res["inputs"]
@@ -70,4 +82,15 @@ def run(args: argparse.Namespace) -> int:
     print("outputs:")
     for key, value in sorted(result["outputs"].items()):
         print(f"  {key}: {json.dumps(value, default=str)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    results = plans(args.stacks, parse_overrides(args.overrides))
+    field = "resources" if args.json else "outputs" if args.outputs_json else None
+    if field is not None:
+        data: Any = results[0][field] if len(results) == 1 else {r["stack"]: r[field] for r in results}
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+        return 0
+    for result in results:
+        print_text(result)
     return 0

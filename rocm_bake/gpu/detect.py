@@ -49,10 +49,43 @@ def gfx_from_target_version(value: int) -> str:
     """
     if value <= 0:
         raise ValueError(f"gfx_target_version {value} is not a GPU")
+    if value >= 100 * 10000:
+        raise ValueError(f"gfx_target_version {str(value)[:20]}: a major version above 99 is no AMDGPU processor")
     major, minor, stepping = value // 10000, (value // 100) % 100, value % 100
     if minor > 15 or stepping > 15:
         raise ValueError(f"gfx_target_version {value}: minor {minor} / stepping {stepping} exceed one hex digit")
     return f"gfx{major}{minor:x}{stepping:x}"
+
+
+#: A KFD ``properties`` file is a few dozen short lines; a bigger one is not one.
+MAX_PROPERTIES_BYTES = 64 << 10
+#: Control characters no sysfs text file holds (tab, newline and carriage return are fine).
+_BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _read_sysfs_text(path: Path) -> str:
+    """A small sysfs text file, or a clear error naming it.
+
+    A binary or oversized file where KFD keeps ``key value`` lines is not a
+    machine without a GPU: reporting "no AMD GPU found" would send the user
+    to the wrong fix (and the wrong index).
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_PROPERTIES_BYTES + 1)
+    except OSError as exc:
+        raise RocmBakeError(f"{path}: cannot read the KFD topology file: {exc.strerror or exc}") from None
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise RocmBakeError(f"{path}: larger than {MAX_PROPERTIES_BYTES >> 10} KiB, not a KFD topology file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RocmBakeError(
+            f"{path}: binary data (not UTF-8 at byte {exc.start}), not a KFD topology file of 'key value' lines"
+        ) from None
+    if _BINARY.search(text):
+        raise RocmBakeError(f"{path}: binary data (control characters), not a KFD topology file of 'key value' lines")
+    return text
 
 
 def _properties(text: str) -> dict[str, str]:
@@ -74,17 +107,21 @@ def read_kfd(sysfs_root: Path) -> list[Gpu] | None:
     if not nodes_dir.is_dir():
         return None
     gpus: list[Gpu] = []
-    for node in sorted(nodes_dir.iterdir(), key=lambda p: (len(p.name), p.name)):
+    try:
+        nodes = sorted(nodes_dir.iterdir(), key=lambda p: (len(p.name), p.name))
+    except OSError as exc:
+        raise RocmBakeError(f"{nodes_dir}: cannot list the KFD topology: {exc.strerror or exc}") from None
+    for node in nodes:
         props_file = node / "properties"
         if not props_file.is_file():
             continue
-        raw = _properties(props_file.read_text(errors="replace")).get("gfx_target_version")
+        raw = _properties(_read_sysfs_text(props_file)).get("gfx_target_version")
         if raw is None:
             continue
         try:
             version = int(raw)
         except ValueError:
-            raise RocmBakeError(f"{props_file}: gfx_target_version {raw!r} is not an integer") from None
+            raise RocmBakeError(f"{props_file}: gfx_target_version {raw[:40]!r} is not an integer") from None
         if version == 0:
             continue
         try:
@@ -92,7 +129,7 @@ def read_kfd(sysfs_root: Path) -> list[Gpu] | None:
         except ValueError as exc:
             raise RocmBakeError(f"{props_file}: {exc}") from None
         name_file = node / "name"
-        name = name_file.read_text().strip() if name_file.is_file() else None
+        name = _read_sysfs_text(name_file).strip() if name_file.is_file() else None
         gpus.append(Gpu(gfx=gfx, source="kfd", node=node.name, marketing_name=name or None))
     return gpus
 

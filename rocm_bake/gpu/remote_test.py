@@ -24,14 +24,7 @@ from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import Fleet, Node
 from rocm_bake.gpu.node_lock import PREFIX, LockProtocol, LockTimeout, holder_text, locked_command
-from rocm_bake.registry.client import parse_ref
-
-#: Exit status for an arch no fleet node can test (distinct from pass/fail/bad input).
-NOT_COVERED_STATUS = 3
-#: Exit status when the node stayed busy past ``--lock-timeout`` (the test never ran).
-LOCK_TIMEOUT_STATUS = 4
-#: ssh's own status for connection, authentication and host-key failures.
-SSH_FAILURE_STATUS = 255
+from rocm_bake.gpu.status import LOCK_TIMEOUT_STATUS, NOT_COVERED_STATUS, SSH_FAILURE_STATUS
 
 Sink = Callable[[str], None]
 
@@ -77,6 +70,8 @@ def require_digest(image: str, arch: str | None = None) -> str:
             f"image {image!r} is not pinned by digest: pass registry/repo:tag@sha256:… (a tag can be "
             "re-pushed by another build; the digest is what was built for this arch)"
         )
+    from rocm_bake.registry.client import parse_ref  # httpx: only when a test really runs, not for `plan`
+
     parsed = parse_ref(image)  # validates registry host, repository and sha256:<64 hex>
     if arch is not None and parsed.tag is not None:
         tag_arches = parsed.tag.split("-", 1)[0].split("_")
