@@ -7,11 +7,7 @@ import os
 from pathlib import Path
 
 from rocm_bake.http_waits import positive_seconds
-from rocm_bake.publish import GitHubEndpoints
-from rocm_bake.publish import publish
 from rocm_bake.index import DEFAULT_ROCM_VERSION
-
-DEFAULTS = GitHubEndpoints()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,13 +21,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repo", required=True, help="OWNER/NAME of the GitHub repository")
     parser.add_argument("--rocm-version", default=DEFAULT_ROCM_VERSION,
                         help=f"ROCm version in the release tag wheels-<arch>-rocm<v> (default {DEFAULT_ROCM_VERSION})")
-    parser.add_argument("--api-url", default=DEFAULTS.api_url, help=f"REST API base (default {DEFAULTS.api_url})")
-    parser.add_argument("--uploads-url", default=DEFAULTS.uploads_url,
-                        help=f"release asset upload host (default {DEFAULTS.uploads_url})")
-    parser.add_argument("--web-url", default=DEFAULTS.web_url,
-                        help=f"release download host the index hrefs point at (default {DEFAULTS.web_url})")
-    parser.add_argument("--pages-url", default=DEFAULTS.pages_url,
-                        help="GitHub Pages base, {owner}/{repo} filled in (default %(default)s)")
+    # Defaults are GitHubEndpoints' own (github.com's), applied in run(): the GitHub client is not imported for --help.
+    parser.add_argument("--api-url", default=None, help="REST API base (default https://api.github.com)")
+    parser.add_argument("--uploads-url", default=None,
+                        help="release asset upload host (default https://uploads.github.com)")
+    parser.add_argument("--web-url", default=None,
+                        help="release download host the index hrefs point at (default https://github.com)")
+    parser.add_argument("--pages-url", default=None,
+                        help="GitHub Pages base, {owner}/{repo} filled in (default https://{owner}.github.io/{repo})")
     parser.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                         help="give up on a GitHub call that sends nothing for this long (default 60)")
     parser.add_argument("--quiet", action="store_true", help="no progress or retry lines on stderr")
@@ -45,11 +42,13 @@ def run(args: argparse.Namespace) -> int:
 
     from rocm_bake import progress
     from rocm_bake.errors import RocmBakeError
+    from rocm_bake.publish import GitHubEndpoints, publish
 
     progress.set_quiet(args.quiet or args.json)
     try:
-        endpoints = GitHubEndpoints(api_url=args.api_url, uploads_url=args.uploads_url, web_url=args.web_url,
-                                    pages_url=args.pages_url)
+        given = {"api_url": args.api_url, "uploads_url": args.uploads_url, "web_url": args.web_url,
+                 "pages_url": args.pages_url}
+        endpoints = GitHubEndpoints(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:
         raise RocmBakeError("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
     result = publish(args.arch, args.dist, args.repo, os.environ.get("GITHUB_TOKEN") or None,

@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocm_bake.http_waits import positive_seconds
-from rocm_bake.registry import DEFAULT_WHEEL_DIR, FetchResult, fetch_wheels
+
+if TYPE_CHECKING:  # the registry client (httpx, pydantic) loads when a fetch runs, not for --help
+    from rocm_bake.registry import FetchResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="registry/repo:<arch>-rocm<version> or registry/repo@sha256:…; repeat for several images",
     )
     fetch.add_argument("--out", type=Path, required=True, metavar="DIST", help="dist dir (wheels go to DIST/wheels/<arch>/)")
-    fetch.add_argument("--wheel-dir", default=DEFAULT_WHEEL_DIR, help=f"in-image wheel directory (default {DEFAULT_WHEEL_DIR})")
+    fetch.add_argument("--wheel-dir", default=None, help="in-image wheel directory (default /wheels/)")
     fetch.add_argument("--all-layers", action="store_true", help="fetch every layer, ignoring the config history")
     fetch.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                        help="give up on a registry request that sends nothing for this long (default 60)")
@@ -40,10 +43,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rocm_bake import progress
+    from rocm_bake.registry import DEFAULT_WHEEL_DIR, fetch_wheels
 
     progress.set_quiet(args.quiet or args.json)
     result = fetch_wheels(
-        args.arch, args.images, args.out, wheel_dir=args.wheel_dir, all_layers=args.all_layers,
+        args.arch, args.images, args.out, wheel_dir=args.wheel_dir or DEFAULT_WHEEL_DIR, all_layers=args.all_layers,
         timeout_s=args.timeout,
     )
     if args.json:

@@ -18,7 +18,6 @@ from pydantic import BaseModel
 from rocm_bake.arch import sorted_arches
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu import Detection, Gpu, RocminfoRunner, detect_gpus, run_rocminfo
-from rocm_bake.manifests import load_targets
 from rocm_bake.offload import GENERIC_COVERS
 
 #: The published gh-pages index (wheels live in per-arch releases).
@@ -153,6 +152,8 @@ def check_index_base(value: str) -> str:
 def run_which_index(
     sysfs_root: Path, index_base: str, rocminfo: RocminfoRunner = run_rocminfo
 ) -> WhichIndex:
+    from rocm_bake.manifests import load_targets  # YAML: read when the command runs, not for --help
+
     supported = load_targets().default_arches
     return which_index(detect_gpus(sysfs_root, rocminfo), supported, check_index_base(index_base))
 
