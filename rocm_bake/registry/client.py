@@ -436,6 +436,8 @@ class RegistryClient:
             manifest = json.loads(body)
         except ValueError as exc:
             raise RocmBakeError(f"{what}: not JSON: {exc}") from exc
+        if not isinstance(manifest, dict):
+            raise RocmBakeError(f"{what}: not a manifest (a JSON {type(manifest).__name__}, not an object)")
         media_type = manifest.get("mediaType") or content_type
         return digest, media_type, manifest
 
@@ -462,6 +464,10 @@ class RegistryClient:
                 f"{ref}: manifest media type {media_type!r} is not an OCI or Docker schema 2 image "
                 f"(schema 1 and artifacts are not supported)"
             )
+        if not isinstance(manifest.get("config"), dict) or not isinstance(manifest.get("layers", []), list):
+            fields = ", ".join(repr(k[:40]) for k in list(manifest)[:8]) or "no fields"
+            raise RocmBakeError(f"{ref}: malformed image manifest: an image manifest needs a 'config' descriptor "
+                                f"and a 'layers' list (this one has {fields})")
         try:
             config = Descriptor.model_validate(manifest["config"])
             layers = [Descriptor.model_validate(layer) for layer in manifest.get("layers", [])]
