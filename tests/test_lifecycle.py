@@ -175,6 +175,8 @@ def test_editing_the_torch_dockerfile_rebuilds_torch_and_its_dependants_only(pro
         assert f"{name}-gfx950" not in ops, f"{name} must not rebuild for a torch edit: {ops}"
     assert set(ops) <= {"torch-gfx950", "torchvision-gfx950", "amd_aiter-gfx950", "vllm-gfx950",
                         "torch-runtime-gfx950", "wheels-gfx950", "index-gfx950"}, ops
+    # preview shows the rebuilt image's bare tag: the fetch and the index must still say "will change"
+    assert "wheels-gfx950" in ops and "index-gfx950" in ops, ops
     project.run("up", "--yes", "--skip-preview", stack="demo-gfx950")
     project.run("preview", "--expect-no-changes", stack="demo-gfx950")
     after = {p: p.read_bytes() for p in sorted(other_index.rglob("*")) if p.is_file()}
