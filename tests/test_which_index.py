@@ -178,14 +178,48 @@ def test_one_gpu_prints_the_exact_install_line(tmp_path: Path) -> None:
     )
 
 
-def test_two_different_gpus_list_each_and_warn_about_one_environment(tmp_path: Path) -> None:
+def test_two_different_gpus_with_no_covering_index_list_each_and_pin_processes(tmp_path: Path) -> None:
+    """gfx1151 + gfx1201: no fat stack covers both, so one line per arch and how to pin a process to its GPUs."""
     result = result_for(sysfs(tmp_path, [0, 120001, 110501]))
     assert [c.index_arch for c in result.choices] == ["gfx1151", "gfx1201"]
-    assert result.multi_arch
+    assert result.multi_arch and result.covering_index is None
+    assert "no configured index covers them all" in result.message
     assert "one environment can hold only one arch's wheels" in result.message
-    assert "fat-build index" in result.message
+    pins = {c.gpu_arch: c.pin for c in result.choices}
+    # KFD node 1 is the gfx1201 (device 0), node 2 the gfx1151 (device 1)
+    assert pins == {"gfx1201": {"HIP_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "0"},
+                    "gfx1151": {"HIP_VISIBLE_DEVICES": "1", "ROCR_VISIBLE_DEVICES": "1"}}
     text = wi.render(result)
     assert '"rocm-torch[device-gfx1151]"' in text and '"rocm-torch[device-gfx1201]"' in text
+    assert "HIP_VISIBLE_DEVICES=1 ROCR_VISIBLE_DEVICES=1 python" in text
+
+
+def test_a_mixed_host_covered_by_a_fat_stack_gets_one_install_line(tmp_path: Path) -> None:
+    """MI355X (gfx950) + R9700 (gfx1201): stacks/Pulumi.fat-gfx950-gfx1201.yaml covers both."""
+    result = result_for(sysfs(tmp_path, [0, 90500, 120001]))
+    assert result.multi_arch and result.covering_index == "gfx950-gfx1201"
+    assert result.install == (f"pip install --index-url {BASE}/gfx950-gfx1201/ --extra-index-url "
+                              'https://pypi.org/simple "rocm-torch[device-gfx950-gfx1201]"')
+    assert result.install_uv == (f"uv pip install --index {BASE}/gfx950-gfx1201/ --default-index "
+                                 'https://pypi.org/simple "rocm-torch[device-gfx950-gfx1201]"')
+    text = wi.render(result)
+    assert text.count("rocm-torch[") == 2 and "device-gfx950]" not in text
+
+
+def test_three_gpus_of_two_arches_are_covered_and_three_arches_are_not(tmp_path: Path) -> None:
+    two = result_for(sysfs(tmp_path / "a", [0, 120001, 90500, 120001]))
+    assert two.covering_index == "gfx950-gfx1201" and len(two.detection.gpus) == 3
+    three = result_for(sysfs(tmp_path / "b", [0, 90500, 120001, 110501]))
+    assert three.covering_index is None and three.install is None
+    assert {c.gpu_arch: c.pin["HIP_VISIBLE_DEVICES"] for c in three.choices} == {
+        "gfx950": "0", "gfx1201": "1", "gfx1151": "2"}
+
+
+def test_the_covering_index_is_the_smallest_superset(tmp_path: Path) -> None:
+    result = wi.which_index(detect_gpus(sysfs(tmp_path, [0, 90500, 120001]), no_rocminfo),
+                            ["gfx950", "gfx1201", "gfx1151"], BASE,
+                            [("gfx950", "gfx1201", "gfx1151"), ("gfx1201", "gfx950"), ("gfx950", "gfx1151")])
+    assert result.covering_index == "gfx1201-gfx950"  # the stack's declared order, everywhere
 
 
 def test_two_identical_gpus_are_one_arch(tmp_path: Path) -> None:
@@ -282,8 +316,9 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = sysfs(tmp_path, [0, 90500, 120001])
     assert main(["which-index", "--sysfs-root", str(root), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["multi_arch"] is True
+    assert data["multi_arch"] is True and data["covering_index"] == "gfx950-gfx1201"
+    assert data["install"] == wi.install_line(BASE, "gfx950-gfx1201")
     assert [c["install"] for c in data["choices"]] == [wi.install_line(BASE, "gfx950"), wi.install_line(BASE, "gfx1201")]
     assert main(["which-index", "--sysfs-root", str(root), "--index-base", "file:///srv/idx"]) == 0
     out = capsys.readouterr().out
-    assert "--index-url file:///srv/idx/gfx950/" in out and "one environment" in out
+    assert "--index-url file:///srv/idx/gfx950-gfx1201/" in out and "fat-build index" in out

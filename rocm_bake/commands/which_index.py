@@ -35,6 +35,8 @@ class Choice(BaseModel):
     reason: str
     install: str | None
     env: dict[str, str] = {}
+    #: On a mixed host with no covering index: the environment that shows a process only these GPUs.
+    pin: dict[str, str] = {}
 
 
 class WhichIndex(BaseModel):
@@ -42,14 +44,58 @@ class WhichIndex(BaseModel):
     choices: list[Choice]
     multi_arch: bool
     message: str
+    #: The configured index (a fat stack) whose arches cover every GPU here, when there is one.
+    covering_index: str | None = None
+    install: str | None = None
+    install_uv: str | None = None
 
 
 def install_line(index_base: str, arch: str) -> str:
-    """The exact command; ``--extra-index-url`` is not optional (numpy et al. live on PyPI)."""
+    """The exact command; ``--extra-index-url`` is not optional (numpy et al. live on PyPI).
+
+    ``arch`` is an index directory name: ``gfx950``, or a fat build's ``gfx950-gfx1201``,
+    whose extra is ``device-gfx950-gfx1201``.
+    """
     return (
         f"pip install --index-url {index_base}/{arch}/ --extra-index-url {PYPI} "
         f'"rocm-torch[device-{arch}]"'
     )
+
+
+def uv_install_line(index_base: str, arch: str) -> str:
+    """uv prefers ``--extra-index-url`` over ``--index-url``, so say which index is which."""
+    return f'uv pip install --index {index_base}/{arch}/ --default-index {PYPI} "rocm-torch[device-{arch}]"'
+
+
+def configured_fat_indexes(stacks_dir: Path | None = None) -> list[tuple[str, ...]]:
+    """The fat stacks' arch lists, in declared order (``stacks/Pulumi.*.yaml``).
+
+    Demo stacks (``demo-*``) are left out: they make local indexes, never the published ones.
+    """
+    from rocm_bake.config import STACKS_DIR, read_stack_file
+
+    found = []
+    for path in sorted((stacks_dir or STACKS_DIR).glob("Pulumi.*.yaml")):
+        stack = path.name[len("Pulumi."):-len(".yaml")]
+        if stack.startswith("demo-"):
+            continue
+        value = read_stack_file(stack, stacks_dir).get("rocm-bake:pytorchRocmArch") or stack
+        arches = tuple(a for a in str(value).split(";") if a)
+        if len(arches) > 1:
+            found.append(arches)
+    return found
+
+
+def covering(host_arches: set[str], fat: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The smallest configured fat index whose arches include every arch on this host."""
+    candidates = [arches for arches in fat if host_arches <= set(arches)]
+    return min(candidates, key=len) if candidates else None
+
+
+def pin_env(indices: list[int]) -> dict[str, str]:
+    """Show a process only these GPUs: HIP's view and the ROCm runtime's (device ordinals)."""
+    devices = ",".join(str(i) for i in indices)
+    return {"HIP_VISIBLE_DEVICES": devices, "ROCR_VISIBLE_DEVICES": devices}
 
 
 _GFX = re.compile(r"^gfx(\d+)([0-9a-f])([0-9a-f])$")
@@ -119,27 +165,43 @@ def choose(gpu_arch: str, gpus: list[Gpu], supported: list[str], index_base: str
     )
 
 
-def which_index(detection: Detection, supported: list[str], index_base: str) -> WhichIndex:
-    """Map detected GPUs to per-arch indexes (one choice per distinct arch)."""
+def which_index(detection: Detection, supported: list[str], index_base: str,
+                fat_indexes: list[tuple[str, ...]] | None = None) -> WhichIndex:
+    """Map detected GPUs to indexes: one per distinct arch, or one fat index that covers them all."""
     by_arch: dict[str, list[Gpu]] = {}
-    for gpu in detection.gpus:
+    ordinal: dict[str, list[int]] = {}
+    for index, gpu in enumerate(detection.gpus):
         by_arch.setdefault(gpu.gfx, []).append(gpu)
+        ordinal.setdefault(gpu.gfx, []).append(index)
     choices = [choose(a, by_arch[a], supported, index_base) for a in sorted_arches(list(by_arch))]
     usable = {c.index_arch for c in choices if c.index_arch}
     multi = len(by_arch) > 1
     if not detection.gpus:
-        message = f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})"
-    elif multi:
-        message = (
-            f"this host has GPUs of {len(by_arch)} different arches ({', '.join(sorted_arches(list(by_arch)))}); "
-            f"one environment can hold only one arch's wheels (their filenames are the same for "
-            f"every arch) unless a fat-build index covers both: install each into its own environment"
+        return WhichIndex(detection=detection, choices=choices, multi_arch=False,
+                          message=f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})")
+    if not multi:
+        message = f"index for this host: {usable.pop()}" if usable else "no compatible index for the GPU(s) found"
+        return WhichIndex(detection=detection, choices=choices, multi_arch=False, message=message)
+    host = sorted_arches(list(by_arch))
+    fat = covering(set(host), fat_indexes or [])
+    if fat is not None:
+        name = "-".join(fat)
+        return WhichIndex(
+            detection=detection, choices=choices, multi_arch=True, covering_index=name,
+            install=install_line(index_base, name), install_uv=uv_install_line(index_base, name),
+            message=(f"this host has GPUs of {len(host)} arches ({', '.join(host)}); the fat-build index {name} "
+                     f"carries code objects for all of them in one set of wheels: install that one"),
         )
-    elif not usable:
-        message = "no compatible index for the GPU(s) found"
-    else:
-        message = f"index for this host: {usable.pop()}"
-    return WhichIndex(detection=detection, choices=choices, multi_arch=multi, message=message)
+    for choice in choices:
+        if choice.install:
+            choice.pin = pin_env(ordinal[choice.gpu_arch])
+    message = (
+        f"this host has GPUs of {len(host)} different arches ({', '.join(host)}) and no configured index "
+        f"covers them all (a fat-build index would): one environment can hold only one arch's wheels (their "
+        f"filenames are the same for every arch): install each arch into its own environment, and run each "
+        f"process pinned to that arch's GPUs with the variables shown"
+    )
+    return WhichIndex(detection=detection, choices=choices, multi_arch=True, message=message)
 
 
 def check_index_base(value: str) -> str:
@@ -155,7 +217,8 @@ def run_which_index(
     from rocm_bake.manifests import load_targets  # YAML: read when the command runs, not for --help
 
     supported = load_targets().default_arches
-    return which_index(detect_gpus(sysfs_root, rocminfo), supported, check_index_base(index_base))
+    return which_index(detect_gpus(sysfs_root, rocminfo), supported, check_index_base(index_base),
+                       configured_fat_indexes())
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -168,6 +231,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def render(result: WhichIndex) -> str:
     lines = [result.message]
+    if result.covering_index:
+        return "\n".join([*lines, "", f"  {result.install}", f"  {result.install_uv}"])
     for choice in result.choices:
         lines.append("")
         lines.append(f"{choice.gpu_arch} ({', '.join(choice.gpus)}): {choice.reason}")
@@ -176,6 +241,9 @@ def render(result: WhichIndex) -> str:
             lines.append(f"  {choice.install}")
             if prefix:
                 lines.append(f"  then run with: export {prefix}")
+            if choice.pin:
+                pin = " ".join(f"{k}={v}" for k, v in choice.pin.items())
+                lines.append(f"  run its processes on these GPUs only: {pin} python ...")
     return "\n".join(lines)
 
 
