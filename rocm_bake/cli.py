@@ -60,6 +60,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+#: A run of this many non-blank characters in an error is someone's input echoed back, not words.
+LONG_WORD = re.compile(r"\S{400,}")
+
+
+def elide(message: str) -> str:
+    """Shorten every very long word of an error to its ends: a 100 KB argument echoed whole would bury the line."""
+    return LONG_WORD.sub(lambda m: f"{m[0][:120]}…[{len(m[0]) - 240} characters]…{m[0][-120:]}", message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Bad input is a ``RocmBakeError`` raised where the input is read, naming it.
 
@@ -74,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = args.func(args)
     except RocmBakeError as exc:
-        print(f"rocm-bake: error: {exc}", file=sys.stderr)
+        print(f"rocm-bake: error: {elide(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `rocm-bake plan X | head` is not an error
         sys.stderr.close()

@@ -211,6 +211,10 @@ def read_yaml(path: Path, what: str = "file") -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise RocmBakeError(f"{path}: not valid YAML: {exc}") from None
+    except ValueError as exc:  # PyYAML's int() of a number too long to convert
+        raise RocmBakeError(f"{path}: not usable YAML: {str(exc).split(';')[0]}") from None
+    except RecursionError:
+        raise RocmBakeError(f"{path}: nested too deeply to be a {what}") from None
 
 
 def _load(path: Path, model: type[BaseModel]) -> Any:

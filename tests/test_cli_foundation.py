@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,30 @@ def test_arches_preview_all_in_order(recording_pulumi):
     env = dict(os.environ, ROCM_BAKE_PULUMI=str(bindir / "pulumi"), FAIL_ARCH="none")
     assert rocm_bake("arches", "preview", env=env).returncode == 0
     assert [c.split()[2] for c in log.read_text().splitlines()] == ["gfx950", "gfx1201", "gfx1151", "gfx1250"]
+
+
+def _by_resource(resources):
+    """Resources in a stable order, with the mock runtime's object addresses masked (they differ per process)."""
+    masked = re.sub(r" at 0x[0-9a-f]+>", ">", json.dumps(resources))
+    return sorted(json.loads(masked), key=lambda r: (r["type"], r["name"]))
+
+
+def test_plan_several_stacks_in_one_process_matches_separate_plans():
+    stacks = ["gfx950", "gfx1151", "fat-gfx950-gfx1201"]
+    together = rocm_bake("plan", *stacks, "--json")
+    assert together.returncode == 0, together.stderr
+    resources = json.loads(together.stdout)
+    outputs = json.loads(rocm_bake("plan", *stacks, "--outputs-json").stdout)
+    assert set(resources) == set(stacks) == set(outputs)  # keyed by stack
+    for stack in stacks:
+        alone = json.loads(rocm_bake("plan", stack, "--json").stdout)
+        assert _by_resource(resources[stack]) == _by_resource(alone)
+        assert outputs[stack] == json.loads(rocm_bake("plan", stack, "--outputs-json").stdout)
+    text = rocm_bake("plan", "gfx950", "gfx1250")
+    assert "stack gfx950:" in text.stdout and "stack gfx1250:" in text.stdout
+
+
+def test_plan_checks_every_stack_before_declaring_any():
+    result = rocm_bake("plan", "gfx950", "gfx9000")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "no stack 'gfx9000'" in result.stderr and "Traceback" not in result.stderr

@@ -1,8 +1,11 @@
-"""Stack config: every shipped stack loads; bad keys and values name the key."""
+"""Stack config: every shipped stack loads; bad keys and values name the key; the arch is parsed once."""
+
+import re
 
 import pytest
 
-from rocm_bake.config import STACKS_DIR, load_stack_config
+from rocm_bake.arch import Arch, RocmArch
+from rocm_bake.config import KEYS, STACKS_DIR, StackConfig, load_stack_config, read_stack_file, stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
 
 
@@ -43,3 +46,123 @@ def test_missing_stack_lists_known(tmp_path):
     with pytest.raises(RocmBakeError, match="no stack 'gfx9000'.*gfx950"):
         load_stack_config("gfx9000")
     assert (STACKS_DIR / "Pulumi.gfx950.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("registry", "words"),
+    [
+        ("bad host:99999", "rocm-bake:registry: 'bad host:99999' is not a registry host"),
+        ("http://x", "rocm-bake:registry: 'http://x' is not a registry host"),
+        ("reg.example:99999", "rocm-bake:registry: 'reg.example:99999': port 99999 is not in 1..65535"),
+        ("reg.example:0", "port 0 is not in 1..65535"),
+        ("a b.example", "rocm-bake:registry"),
+        ("myregistry", "Docker Hub namespace"),
+        ("reg.example/path", "no scheme, path or spaces"),
+        ("", "rocm-bake:registry"),
+    ],
+)
+def test_bad_registry_is_refused_at_config_naming_the_key(registry, words):
+    with pytest.raises(RocmBakeError, match=re.escape(words)):
+        load_stack_config("gfx950", {"rocm-bake:registry": registry})
+
+
+@pytest.mark.parametrize("registry", ["127.0.0.1:5000", "localhost:5000", "localhost", "ghcr.io", "[::1]:5000",
+                                      "registry-1.example.com:443"])
+def test_good_registries(registry):
+    assert load_stack_config("gfx950", {"rocm-bake:registry": registry}).registry == registry
+
+
+def test_keys_are_the_models_aliases_and_pulumi_strings_convert():
+    """No hand-written key table or coercion: camelCase aliases, pydantic's own conversions."""
+    assert KEYS["pytorchRocmArch"] == "pytorch_rocm_arch" and KEYS["githubApiUrl"] == "github_api_url"
+    assert set(KEYS.values()) == set(StackConfig.model_fields) - {"stack"}
+    config = stack_config_from_mapping("s", {
+        "rocm-bake:pytorchRocmArch": "gfx950;gfx942", "rocm-bake:push": "false", "rocm-bake:prebuildKernels": "2",
+        "rocm-bake:buildArgs": '{"ROCM_IMAGE": "r.example/rocm:1"}', "rocm-bake:targets": "torch, vllm",
+    }, "test")
+    assert (config.push, config.prebuild_kernels, config.targets) == (False, 2, ["torch", "vllm"])
+    assert config.build_args == {"ROCM_IMAGE": "r.example/rocm:1"}
+    assert type(config.pytorch_rocm_arch) is RocmArch and config.arch_label == "gfx950_gfx942"
+    # Python callers may use field names; a stack file only the keys
+    assert StackConfig(stack="s", pytorch_rocm_arch="gfx950").registry == "127.0.0.1:5000"
+    with pytest.raises(RocmBakeError, match="unknown config key 'rocm-bake:pytorch_rocm_arch'"):
+        stack_config_from_mapping("s", {"rocm-bake:pytorch_rocm_arch": "gfx950"}, "test")
+    with pytest.raises(RocmBakeError, match="unknown config key 'rocm-bake:stack'"):
+        stack_config_from_mapping("s", {"rocm-bake:stack": "x"}, "test")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("buildArgs", "{", "rocm-bake:buildArgs: not a JSON object"),
+        ("buildArgs", {"ROCM_IMAGE": 1}, "rocm-bake:buildArgs.ROCM_IMAGE: Input should be a valid string"),
+        ("targets", "torch Torch", "rocm-bake:targets.1"),
+        ("dockerfileDir", "../elsewhere", "rocm-bake:dockerfileDir: '../elsewhere' escapes the repository"),
+        ("dockerfileDir", "/srv/dockerfiles", "rocm-bake:dockerfileDir: '/srv/dockerfiles' is absolute"),
+        ("cacheArch", "gfx950 gfx1201", "rocm-bake:cacheArch"),
+        ("gpuTest", "perhaps", "rocm-bake:gpuTest"),
+    ],
+)
+def test_bad_values_name_the_key(key, value, words):
+    with pytest.raises(RocmBakeError, match=re.escape(words)):
+        load_stack_config("gfx950", {f"rocm-bake:{key}": value})
+
+
+@pytest.mark.parametrize("name", ["../gfx950", "gfx950/../../x", "", "a b", "/etc/passwd"])
+def test_a_stack_is_named_not_a_path(name):
+    with pytest.raises(RocmBakeError, match="stack name"):
+        load_stack_config(name)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (b"- config: {}\n", "top level must be a mapping with a 'config:' key, got a list"),
+        (b"config: [1, 2]\n", "'config' must be a mapping"),
+        (b"config: {rocm-bake:registry: x\n", "not valid YAML"),
+        (b"\xff\xfe\x00", "not UTF-8"),
+    ],
+)
+def test_broken_stack_files(tmp_path, text, words):
+    (tmp_path / "Pulumi.gfx950.yaml").write_bytes(text)
+    with pytest.raises(RocmBakeError, match=re.escape(words)):
+        read_stack_file("gfx950", tmp_path)
+
+
+def test_a_directory_as_stack_file(tmp_path):
+    (tmp_path / "Pulumi.gfx950.yaml").mkdir()
+    with pytest.raises(RocmBakeError, match="is a directory"):
+        read_stack_file("gfx950", tmp_path)
+
+
+def test_empty_stack_file_is_the_default_config(tmp_path):
+    (tmp_path / "Pulumi.gfx950.yaml").write_text("")
+    assert read_stack_file("gfx950", tmp_path) == {}
+
+
+def test_the_stack_pipeline_parses_the_arch_once(monkeypatch):
+    """The guide's count: one arch was validated six times between define_stack and the GPU test.
+
+    Now the stack config parses it, and the policy, the image plan, the fleet
+    lookup and the GPU test's node choice take the typed value as it is.
+    """
+    from rocm_bake.gpu import select_node
+    from rocm_bake.image_plan import image_specs
+    from rocm_bake.manifests import load_fleet, load_targets
+
+    targets, fleet = load_targets(), load_fleet()  # the manifests' own arches parse at their edge
+    calls = []
+    for kind in (Arch, RocmArch):
+        original = kind.__dict__["_check"].__func__
+        monkeypatch.setattr(kind, "_check", classmethod(lambda cls, v, o=original: (calls.append(v), o(cls, v))[1]))
+    config = load_stack_config("fat-gfx950-gfx1201")
+    assert calls == ["gfx950;gfx1201", "gfx950", "gfx1201"]  # once, at the edge
+    calls.clear()
+    specs = image_specs(config, targets)
+    policy = config.policy()
+    nodes = [select_node(fleet, arch, config.gpu_host) for arch in config.arches]
+    assert (config.arch_label, config.index_name, config.image_tag) == (
+        "gfx950_gfx1201", "gfx950-gfx1201", "gfx950_gfx1201-rocm10.1.0")
+    assert specs and policy.arches == ["gfx950", "gfx1201"] and [n and n.name for n in nodes] == [None, "snoc-navi"]
+    assert fleet.coverage(config.pytorch_rocm_arch).gpu_testable is False
+    assert calls == []

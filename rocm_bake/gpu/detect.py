@@ -179,6 +179,8 @@ def run_rocminfo() -> str | None:
 
 def detect_gpus(sysfs_root: Path = Path("/"), rocminfo: RocminfoRunner = run_rocminfo) -> Detection:
     """KFD topology when present, else ``rocminfo``; empty ``gpus`` means none found."""
+    if not sysfs_root.is_dir():
+        raise RocmBakeError(f"{sysfs_root}: not a directory (expected the root holding sys/class/kfd, default /)")
     looked = [str(sysfs_root / KFD_NODES)]
     kfd = read_kfd(sysfs_root)
     if kfd is not None:
