@@ -412,6 +412,14 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 entries = [self._entry(mode, name, sha) for mode, name, sha in st.tree_entries(m[1])]
             return self._send(200, {"sha": m[1], "tree": entries, "truncated": False})
+        if (m := re.fullmatch(r"/blobs/([0-9a-f]{40})", rel)) and self.command == "GET":
+            import base64
+
+            kind, data = st.objects.get(m[1], ("", b""))
+            if kind != "blob":
+                return self._send(404, {"message": "Not Found"})
+            return self._send(200, {"sha": m[1], "size": len(data), "encoding": "base64",
+                                    "content": base64.b64encode(data).decode()})
         if rel == "/blobs" and self.command == "POST":
             import base64
 

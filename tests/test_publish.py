@@ -63,14 +63,14 @@ def test_first_publish_creates_release_uploads_and_one_commit(gh: FakeGitHub, di
     assert result.uploads == len(local_files(dist)) == 8 and result.commits == 1 and result.deletes == 0
     assert gh.state.release_by_tag(TAG)["draft"] is False
     pages = gh.state.branch_files()
-    assert sorted(pages) == sorted(f"data/wheels/{ARCH}/{p}" for p in
-                                   ["index.html", "nixl/index.html", "rocm-torch/index.html", "torch/index.html",
-                                    "triton/index.html"])
+    assert sorted(pages) == sorted([f"data/wheels/{ARCH}/{p}" for p in
+                                    ["index.html", "index.json", "nixl/index.html", "rocm-torch/index.html",
+                                     "torch/index.html", "triton/index.html"]] + ["data/wheels/index.html"])
     assert gh.state.commit_count() == 1
     torch_page = pages[f"data/wheels/{ARCH}/torch/index.html"].decode()
     sha = hashlib.sha256(local_files(dist)[TORCH]).hexdigest()
     assert f'href="{gh.web_url}/octo/rocm-bake/releases/download/{TAG}/{TORCH.replace("+", "%2B")}#sha256={sha}"' in torch_page
-    assert result.pages_files == {p: git_blob_sha(d) for p, d in pages.items()}
+    assert result.pages_files == {p: git_blob_sha(d) for p, d in pages.items() if p != "data/wheels/index.html"}
 
 
 def test_second_identical_publish_changes_nothing(gh: FakeGitHub, dist: Path) -> None:
@@ -94,7 +94,8 @@ def test_changed_wheel_replaces_just_that_asset(gh: FakeGitHub, dist: Path, tmp_
     after = {n: a["id"] for n, a in gh.state.release_assets(TAG).items()}
     assert {n for n in after if after[n] != before[n]} == {TORCH}
     assert_release_matches(gh, dist)
-    assert result.plan.pages.changed == [f"data/wheels/{ARCH}/torch/index.html"]
+    # the torch page, and the folder's index.json (the landing page's size and date for this index)
+    assert result.plan.pages.changed == [f"data/wheels/{ARCH}/index.json", f"data/wheels/{ARCH}/torch/index.html"]
     assert gh.state.commit_count() == 2
 
 
@@ -258,7 +259,8 @@ def test_dry_run_changes_nothing(gh: FakeGitHub, dist: Path, tmp_path: Path) -> 
     gh.state.log.clear()
     result = publish(ARCH, dist, gh.full_name, None, endpoints=gh.endpoints(), dry_run=True)  # anonymous reads
     assert result.dry_run and [(a.name, a.action) for a in result.plan.assets if a.action != "keep"] == [(TORCH, "replace")]
-    assert result.plan.pages.changed == [f"data/wheels/{ARCH}/torch/index.html"]
+    # the torch page, and the folder's index.json (the landing page's size and date for this index)
+    assert result.plan.pages.changed == [f"data/wheels/{ARCH}/index.json", f"data/wheels/{ARCH}/torch/index.html"]
     assert writes(gh) == [] and gh.state.refs["refs/heads/gh-pages"] == head
     assert {n: dict(a) for n, a in gh.state.release_assets(TAG).items()} == assets
 

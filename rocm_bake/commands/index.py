@@ -53,6 +53,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("--quiet", action="store_true", help="no progress on stderr")
     check.set_defaults(func=run_check)
 
+    register_page(sub)
+
+
+def register_page(sub: argparse._SubParsersAction) -> None:
+    page = sub.add_parser("page", help="write the landing page (every index, with its install lines) from DIST/index/*")
+    page.add_argument("dist", type=Path, nargs="?", default=Path("dist"), help="DIST holding index/<arch>/ (default dist)")
+    page.add_argument("--out", required=True, type=Path, help="directory to write index.html into")
+    page.add_argument("--base-url", default="https://sbates130272.github.io/rocm-bake/data/wheels",
+                      help="where the indexes are served (default: the published gh-pages folder)")
+    page.add_argument("--rocm-version", default=DEFAULT_ROCM_VERSION, help="ROCm version shown for each index")
+    page.set_defaults(func=run_page)
+
+
+def run_page(args: argparse.Namespace) -> int:
+    from rocm_bake.errors import RocmBakeError
+    from rocm_bake.publish.landing import local_summaries, render_landing
+
+    summaries = local_summaries(args.dist, args.rocm_version)
+    if not summaries:
+        raise RocmBakeError(f"{args.dist}/index/: no index to list; run `rocm-bake index build` first")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "index.html").write_bytes(render_landing(summaries, args.base_url))
+    except OSError as exc:
+        raise RocmBakeError(f"--out {args.out}: cannot write the page: {exc.strerror}") from None
+    print(f"{args.out / 'index.html'}: {len(summaries)} index(es): {', '.join(s.dir_name for s in summaries)}")
+    return 0
+
 
 def subcommands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
     """The ``index`` command's own subparsers, for sibling modules adding ``index <name>``.

@@ -401,6 +401,13 @@ class GitHubClient:
             raise RocmBakeError(f"GitHub tree {tree_sha} of {self.repo} is too large to list recursively")
         return [TreeEntry.model_validate(e) for e in body["tree"]]
 
+    def get_blob(self, sha: str) -> bytes:
+        """A blob's bytes (the Git Data API answers base64)."""
+        body = self.request("GET", self.api(f"/git/blobs/{sha}")).json()
+        if body.get("encoding") != "base64":
+            return str(body.get("content", "")).encode()
+        return base64.b64decode(body["content"])
+
     def create_blob(self, data: bytes) -> str:
         if len(data) > MAX_GIT_BLOB_BYTES:
             raise RocmBakeError(f"refusing a {len(data)} byte blob: GitHub refuses files over 100 MB in git")

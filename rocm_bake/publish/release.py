@@ -40,14 +40,17 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
-from rocm_bake.arch import validate_arch
+from rocm_bake.index.target import IndexTarget
 from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
+
+if TYPE_CHECKING:
+    from rocm_bake.publish.landing import IndexSummary
 from rocm_bake.publish.github import (
     MAX_ASSET_BYTES,
     MAX_GIT_BLOB_BYTES,
@@ -263,7 +266,7 @@ def read_local_index(dist: Path, arch: str, wheel_url: str | None = None) -> Loc
     the files beside them (relative hrefs, or ``wheel_url`` ones), so a stale
     or hand-edited index is refused rather than published.
     """
-    validate_arch(arch)
+    IndexTarget.parse(arch)  # one arch, or a fat build's ;-list
     root = index_dir(Path(dist), arch)
     if not is_rocm_bake_index(root):
         raise RocmBakeError(f"{root}: no rocm-bake index for {arch}; run `rocm-bake index build --arch {arch}` first")
@@ -338,15 +341,44 @@ def plan_assets(local: LocalIndex, remote: list[Asset]) -> list[AssetAction]:
     return actions
 
 
-def remote_pages(client: GitHubClient, arch: str) -> tuple[str | None, str | None, dict[str, str]]:
-    """(head commit, its tree, {path: blob sha} under this arch's prefix) of gh-pages."""
+def remote_tree(client: GitHubClient) -> tuple[str | None, str | None, dict[str, str]]:
+    """(head commit, its tree, {path: blob sha} of every file) of gh-pages."""
     head = client.get_branch_head(PAGES_BRANCH)
     if head is None:
         return None, None, {}
     tree = client.get_commit_tree(head)
-    prefix = pages_prefix(arch)
     entries: list[TreeEntry] = client.get_tree(tree)
-    return head, tree, {e.path: e.sha for e in entries if e.type == "blob" and e.path.startswith(prefix)}
+    return head, tree, {e.path: e.sha for e in entries if e.type == "blob"}
+
+
+def remote_pages(client: GitHubClient, arch: str) -> tuple[str | None, str | None, dict[str, str]]:
+    """(head commit, its tree, {path: blob sha} under this arch's prefix) of gh-pages."""
+    head, tree, files = remote_tree(client)
+    prefix = pages_prefix(arch)
+    return head, tree, {path: sha for path, sha in files.items() if path.startswith(prefix)}
+
+
+def landing_page(client: GitHubClient, arch: str, desired: dict[str, bytes], files: dict[str, str]) -> bytes:
+    """``data/wheels/index.html`` for the branch as this commit leaves it.
+
+    Every other index is read back from its folder's ``index.json`` on the
+    branch; this one from ``desired`` (absent when its folder is being
+    removed). So the page lists exactly the indexes that are there.
+    """
+    from rocm_bake.publish.landing import SUMMARY_NAME, parse_summary, render_landing
+
+    own = pages_prefix(arch)
+    summaries = []
+    for path, sha in sorted(files.items()):
+        parts = path.split("/")
+        if len(parts) == 4 and parts[:2] == ["data", "wheels"] and parts[3] == SUMMARY_NAME and not path.startswith(own):
+            summary = parse_summary(client.get_blob(sha), path)
+            if summary is not None:
+                summaries.append(summary)
+    mine = desired.get(own + SUMMARY_NAME)
+    if mine is not None and (summary := parse_summary(mine, own + SUMMARY_NAME)) is not None:
+        summaries.append(summary)
+    return render_landing(summaries, client.endpoints.pages_base(client.repo) + "data/wheels")
 
 
 def plan_pages(arch: str, desired: dict[str, bytes], current: dict[str, str], branch_exists: bool) -> PagesChange:
@@ -405,15 +437,25 @@ def commit_pages(client: GitHubClient, arch: str, tag: str, desired: dict[str, b
     The ref moves without force, so a concurrent writer makes this retry on
     the new head instead of being overwritten.
     """
+    from rocm_bake.publish.landing import LANDING_PATH
+
     for _ in range(3):
-        head, tree, current = remote_pages(client, arch)
+        head, tree, every = remote_tree(client)
+        prefix = pages_prefix(arch)
+        current = {path: sha for path, sha in every.items() if path.startswith(prefix)}
         change = plan_pages(arch, desired, current, head is not None)
         want = {path: git_blob_sha(data) for path, data in desired.items()}
-        if not change.needed:
+        landing = landing_page(client, arch, desired, every)
+        landing_changed = every.get(LANDING_PATH) != git_blob_sha(landing)
+        if not change.needed and not landing_changed:
             return None, want
         entries: list[dict[str, object]] = []
         progress.note(f"gh-pages: committing {len(change.added)} added, {len(change.changed)} changed, "
-                      f"{len(change.removed)} removed under {pages_prefix(arch)}")
+                      f"{len(change.removed)} removed under {prefix}"
+                      + (" and the landing page" if landing_changed else ""))
+        if landing_changed:
+            entries.append({"path": LANDING_PATH, "mode": BLOB_MODE, "type": "blob",
+                            "sha": client.create_blob(landing)})
         for path in change.added + change.changed:
             sha = client.create_blob(desired[path])
             if sha != want[path]:
@@ -456,7 +498,7 @@ class Publisher:
     """One arch's publish against one repository: plan, then apply (or stop at the plan)."""
 
     def __init__(self, client: GitHubClient, arch: str, dist: Path, rocm_version: str = DEFAULT_ROCM_VERSION) -> None:
-        validate_arch(arch)
+        IndexTarget.parse(arch)  # one arch, or a fat build's ;-list
         check_rocm_version(rocm_version)
         self.client, self.arch, self.dist, self.rocm_version = client, arch, Path(dist), rocm_version
         self.tag = release_tag(arch, rocm_version)
@@ -465,6 +507,17 @@ class Publisher:
         # Every local refusal happens here, before any request.
         self.local = read_local_index(self.dist, arch, self.wheel_url.rstrip("/"))
         self.desired = desired_pages(self.local, self.wheel_url)
+        self.desired[pages_prefix(arch) + "index.json"] = self.summary().to_bytes()
+
+    def summary(self) -> "IndexSummary":
+        """What the landing page says of this index, kept in its folder as ``index.json``."""
+        from rocm_bake.index.target import IndexTarget
+        from rocm_bake.publish.landing import summarize
+
+        target = IndexTarget.parse(self.arch)
+        release_url = f"{self.client.endpoints.web_url.rstrip('/')}/{self.client.repo}/releases/tag/{self.tag}"
+        return summarize(target.dir_name, list(target.arches), self.rocm_version,
+                         [Path(f.path) for f in self.local.files], self.tag, release_url)
 
     def plan(self, assets: bool = True, pages: bool = True) -> tuple[PublishPlan, Release | None]:
         release = self.client.get_release_by_tag(self.tag) if assets else None
