@@ -103,7 +103,8 @@ CONTEXTS = {"github", "env", "vars", "job", "jobs", "steps", "runner", "secrets"
             "matrix", "needs", "inputs"}
 FUNCTIONS = {"contains", "startsWith", "endsWith", "format", "join", "toJSON", "fromJSON",
              "hashFiles", "success", "always", "cancelled", "failure"}
-SECRETS = {"GITHUB_TOKEN", "PULUMI_CONFIG_PASSPHRASE"}
+#: The repository secrets the README documents (CI, deploy and where state lives).
+SECRETS = {"GITHUB_TOKEN", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_BACKEND_URL", "BUILDKIT_HOST"}
 EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 REF = re.compile(r"(?<![\w.'-])([A-Za-z_][\w-]*)((?:\.[A-Za-z_*][\w-]*)*)(\s*\()?")
 
@@ -222,12 +223,18 @@ def test_preview_job_runs_pulumi_action_for_every_stack() -> None:
     assert step["uses"] == "pulumi/actions@v6"
     assert step["with"]["command"] == "preview"
     assert step["with"]["stack-name"] == "${{ matrix.stack }}"
-    assert step["with"]["cloud-url"] == "file://~"
+    # the real state, so the preview shows the real diff (never a fresh file:// backend)
+    assert step["with"]["cloud-url"] == "${{ secrets.PULUMI_BACKEND_URL }}"
+    assert job["env"]["PULUMI_BACKEND_URL"] == "${{ secrets.PULUMI_BACKEND_URL }}"
     assert step["with"]["comment-on-pr"] is True
     assert step["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
     assert job["permissions"]["pull-requests"] == "write"
+    # without the secret (a fork's pull request) the preview is skipped, saying so
+    gate = next(s for s in job["steps"] if s.get("id") == "state")
+    assert "skipping the preview" in gate["run"] and step["if"] == "steps.state.outputs.available == 'true'"
     names = [s.get("run") for s in job["steps"]]
     assert names.index("make setup") < job["steps"].index(step), "the venv must exist before pulumi runs"
+    assert '"$PWD/.tools/bin" >> "$GITHUB_PATH"' in steps_text(job), "the action uses the CLI built from tools/"
 
 
 def test_deploy_is_sequential_and_publishes_only_where_config_says() -> None:
@@ -240,7 +247,13 @@ def test_deploy_is_sequential_and_publishes_only_where_config_says() -> None:
     assert job["strategy"]["matrix"]["stack"] == load_targets().default_arches
     step = uses(job, "pulumi/actions")
     assert step["with"]["command"] == "up" and step["with"]["stack-name"] == "${{ matrix.stack }}"
-    assert step["with"]["cloud-url"].startswith("file://")
+    # state in the team's backend, from a secret; never a cache (saved only on success, readable from PRs)
+    assert step["with"]["cloud-url"] == "${{ secrets.PULUMI_BACKEND_URL }}"
+    for cached in [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache")]:
+        assert "pulumi" not in cached["with"]["path"] and "state" not in cached["with"]["path"]
+    checks = next(s for s in job["steps"] if s.get("name") == "Required secrets")["run"]
+    assert all(name in checks for name in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "BUILDKIT_HOST"))
+    assert 'buildx create --name rocm-bake --driver remote "$BUILDKIT_HOST"' in steps_text(job)
     publish = [s for s in job["steps"] if s.get("id") == "stack"]
     assert publish and "stack_publish.py" in publish[0]["run"]
     assert step["env"]["GITHUB_TOKEN"] == (
