@@ -35,7 +35,6 @@ Order and idempotence:
 
 from __future__ import annotations
 
-import email.parser
 import hashlib
 import os
 import re
@@ -237,13 +236,14 @@ def _hash_all(paths: list[Path], cache: HashCache) -> dict[str, str]:
 
 
 def _planned_wheel(path: Path, sha: str, metadata: bytes) -> PlannedWheel:
-    headers = email.parser.BytesParser().parsebytes(metadata, headersonly=True)
-    name, version = headers.get("Name"), headers.get("Version")
-    if not name or not version:
-        raise RocmBakeError(f"{path.name}.metadata: no Name/Version header; rebuild the index")
+    """The published ``.metadata`` validated as the index build validates METADATA (what pip and uv
+    would reject fails here, naming the file and field), so a broken file never reaches a resolver."""
+    from rocm_bake.index import parse_core_metadata
+
+    meta = parse_core_metadata(metadata, f"{path.name}.metadata")
     return PlannedWheel(
-        filename=path.name, project=canonicalize_name(name), version=version, sha256=sha,
-        size=path.stat().st_size, metadata=metadata, requires_python=headers.get("Requires-Python"),
+        filename=path.name, project=canonicalize_name(meta.name), version=str(meta.version), sha256=sha,
+        size=path.stat().st_size, metadata=metadata, requires_python=meta.requires_python,
         source=str(path),
     )
 
