@@ -15,6 +15,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results import record, reset  # noqa: E402
 
 from rocm_bake.index.build import build_index  # noqa: E402
 from rocm_bake.publish.release import Publisher  # noqa: E402
@@ -39,6 +42,11 @@ def main(n: int) -> None:
         print(f"first publish: {t1 - t0:.3f} s ({first.uploads} uploads, {first.commits} commit)")
         print(f"no-op publish: {t2 - t1:.3f} s (0 uploads, 0 commits)")
         print(f"ratio no-op/first: {(t2 - t1) / (t1 - t0):.3f}")
+        reset("publish")
+        record("publish", "no-op republish", subject=f"publish again, nothing changed ({t2 - t1:.3f} s, 0 writes)",
+               baseline=f"the first publish of {n} x 8 MiB wheels ({t1 - t0:.3f} s, {first.uploads} uploads)",
+               ratio=(t2 - t1) / (t1 - t0), goal="far below 1: reads only", met=(t2 - t1) / (t1 - t0) < 0.5,
+               note="loopback GitHub REST server")
 
 
 if __name__ == "__main__":
