@@ -9,6 +9,7 @@ name) and record each resource's type, name and inputs.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -83,7 +84,8 @@ def declare_under_mocks(
     recorder = RecordingMocks()
     pulumi.runtime.set_mocks(recorder, project="rocm-bake", stack=stack, preview=True)
     if raw_config is not None:
-        pulumi.runtime.set_all_config({k: str(v) for k, v in raw_config.items()})
+        # as the engine passes config: strings, structured values (buildArgs) as JSON
+        pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in raw_config.items()})
     exports: dict[str, Any] = {}
 
     def program() -> pulumi.Output:

@@ -18,7 +18,7 @@ from components.publish import declare_publish
 from components.wheels_provider import FetchedWheels
 from rocm_bake.config import KEYS, StackConfig, stack_config_from_mapping
 from rocm_bake.image_plan import image_specs
-from rocm_bake.manifests import Targets, load_targets
+from rocm_bake.manifests import Targets, load_fleet, load_targets
 
 #: Keys read as structured values (a YAML mapping in the stack file) rather than strings.
 OBJECT_KEYS = frozenset({"buildArgs"})
@@ -100,7 +100,7 @@ def define_stack(config: StackConfig) -> dict[str, Any]:
         "arch": config.pytorch_rocm_arch,
         "arches": config.arches,
         "fat_build": config.is_fat,
-        "policy": config.policy().model_dump(),
+        "policy": {**config.policy().model_dump(), **load_fleet().coverage(config.pytorch_rocm_arch).model_dump()},
         "images": {name: image.ref for name, image in images.items()},
         "image_tags": {name: image.tag for name, image in images.items()},
         **wheel_exports,

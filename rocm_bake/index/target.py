@@ -48,7 +48,10 @@ class IndexTarget:
         """
         if isinstance(value, IndexTarget):
             return value
-        from rocm_bake.arch import parse_rocm_arch
+        from rocm_bake.arch import RocmArch, parse_rocm_arch
+
+        if isinstance(value, RocmArch):  # parsed once at the edge (stack config): not validated again
+            return cls(tuple(value.arches))
 
         spelled = value.strip() if isinstance(value, str) else value
         if isinstance(spelled, str) and "-" in spelled and ";" not in spelled:
