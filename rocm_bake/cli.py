@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import re
 import sys
 from collections.abc import Sequence
@@ -22,7 +21,9 @@ from rocm_bake.errors import RocmBakeError
 
 def command_modules() -> dict[str, str]:
     """Command name (``which-index``) -> module name (``which_index``), found without importing any."""
-    return {info.name.replace("_", "-"): info.name for info in pkgutil.iter_modules(commands.__path__)}
+    # a directory listing, not pkgutil.iter_modules: that imports inspect (8 ms) on every call
+    folder = Path(commands.__path__[0])
+    return {path.stem.replace("_", "-"): path.stem for path in folder.glob("*.py") if not path.stem.startswith("_")}
 
 
 def summary(module: str) -> str:

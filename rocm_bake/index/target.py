@@ -25,7 +25,6 @@ it); validation loads ``rocm_bake.arch`` only when a value is parsed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 #: Shape of a spelling before validation: arches joined by ``;`` (or ``-``, the directory spelling).
 _SEPARATORS = re.compile(r"[;-]")
@@ -33,11 +32,30 @@ _SEPARATORS = re.compile(r"[;-]")
 DIR_NAME = re.compile(r"^gfx[0-9a-f]+(?:-gfx[0-9a-f]+)*$")
 
 
-@dataclass(frozen=True)
 class IndexTarget:
-    """The arches one index serves, in declared order (see the module docstring)."""
+    """The arches one index serves, in declared order (see the module docstring).
 
+    A plain immutable value rather than a dataclass: ``dataclasses`` imports
+    ``inspect`` (8 ms), and the warm ``index build`` path constructs one.
+    """
+
+    __slots__ = ("arches",)
     arches: tuple[str, ...]
+
+    def __init__(self, arches: tuple[str, ...]) -> None:
+        object.__setattr__(self, "arches", tuple(arches))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"IndexTarget is immutable (tried to set {name})")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IndexTarget) and other.arches == self.arches
+
+    def __hash__(self) -> int:
+        return hash(self.arches)
+
+    def __repr__(self) -> str:
+        return f"IndexTarget(arches={self.arches!r})"
 
     @classmethod
     def parse(cls, value: "str | IndexTarget") -> "IndexTarget":
