@@ -7,8 +7,20 @@ image build runs wherever that BuildKit runs. Scale-out is BuildKit's; here
 it is one ``buildkitd`` (runc worker from Debian's runc) with its state,
 socket, config and log under ``.rocm-bake/buildkit/``.
 
+The runc worker's snapshotter is BuildKit's ``auto``: overlayfs where the
+kernel allows it, else native (the log's first line says which). buildkitd
+runs as root; it is idempotent: a second ``start`` finds it running and says
+so (a changed registry list restarts it), ``stop`` ends it.
+
 The registries it pushes to over plain HTTP are ours and on loopback only
-(``--insecure-registry``, 127.0.0.1:5000 by default).
+(``--insecure-registry``, 127.0.0.1:5000 by default): BuildKit's registry
+config is per host:port, so a test on a random port starts its own buildkitd
+with :func:`start` (state, socket and config in its temp dir).
+
+The builder is registered in buildx's default config (``~/.docker/buildx``,
+or ``$BUILDX_CONFIG`` when set), where ``docker buildx``, standalone
+``buildx`` and the docker-build plugin all find it by name; tests pass a
+private ``BUILDX_CONFIG`` through ``env``.
 
 Usage: ``python tools/builder.py start|stop|status [--name rocm-bake] [--insecure-registry HOST:PORT ...]``.
 """
@@ -73,21 +85,44 @@ def buildx(*args: str, env: dict[str, str] | None = None, check: bool = True) ->
 
 
 def running_pid(state: Path) -> int | None:
+    """The pid of the buildkitd this state dir started, if it still runs (a reused pid is not ours)."""
     try:
         pid = int((state / "buildkitd.pid").read_text())
-        os.kill(pid, 0)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return None
-    return pid
+    return pid if any(arg.endswith(b"buildkitd") for arg in cmdline[:1]) and str(state).encode() in b" ".join(cmdline) \
+        else None
+
+
+def registered_endpoint(name: str, env: dict[str, str] | None) -> str | None:
+    """The endpoint buildx has for builder ``name`` (None when there is no such builder)."""
+    result = buildx("inspect", name, env=env, check=False)
+    if result.returncode != 0:
+        return None
+    for line in result.stdout.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Endpoint":
+            return value.strip()
+    return ""
 
 
 def start(name: str, state: Path, registries: list[str], env: dict[str, str] | None = None) -> Builder:
     """Start buildkitd unless it already runs, then (re)register the buildx remote builder ``name``."""
+    if os.geteuid() != 0:
+        sys.exit("builder: buildkitd runs as root here (runc worker; rootless needs rootlesskit): run as root")
     state.mkdir(parents=True, exist_ok=True)
     pid = running_pid(state)
     socket = state / "buildkitd.sock"
+    config = state / "buildkitd.toml"
+    wanted = config_text(registries)
+    if pid is not None and config.exists() and config.read_text() != wanted:
+        print(f"builder: restarting buildkitd (pid {pid}): its registries change to {', '.join(registries)}",
+              flush=True)
+        stop_daemon(state, pid)
+        pid = None
     if pid is None:
-        (state / "buildkitd.toml").write_text(config_text(registries))
+        config.write_text(wanted)
         socket.unlink(missing_ok=True)
         with (state / "buildkitd.log").open("a") as log:
             process = subprocess.Popen(
@@ -106,7 +141,12 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
         print(f"builder: buildkitd started (pid {pid}, unix://{socket})", flush=True)
     else:
         print(f"builder: buildkitd already running (pid {pid}, unix://{socket})", flush=True)
-    if buildx("inspect", name, env=env, check=False).returncode != 0:
+    endpoint = registered_endpoint(name, env)
+    if endpoint is not None and endpoint != f"unix://{socket}":
+        print(f"builder: buildx builder {name!r} pointed at {endpoint or 'another driver'}; re-registering", flush=True)
+        buildx("rm", name, env=env, check=False)
+        endpoint = None
+    if endpoint is None:
         created = buildx("create", "--name", name, "--driver", "remote", f"unix://{socket}", env=env, check=False)
         if created.returncode != 0:
             sys.exit(f"builder: buildx create failed: {created.stderr.strip()}")
@@ -120,13 +160,23 @@ def stop(name: str, state: Path, env: dict[str, str] | None = None) -> None:
     if pid is None:
         print("builder: not running")
         return
-    os.killpg(pid, signal.SIGTERM)
-    for _ in range(300):
-        if running_pid(state) is None:
-            break
-        time.sleep(0.1)
-    (state / "buildkitd.pid").unlink(missing_ok=True)
+    stop_daemon(state, pid)
     print(f"builder: stopped buildkitd (pid {pid})")
+
+
+def stop_daemon(state: Path, pid: int) -> None:
+    """SIGTERM, up to 30 s for running builds to wind down, then SIGKILL."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+        for _ in range(300):
+            if running_pid(state) is None:
+                break
+            time.sleep(0.1)
+        else:
+            os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    (state / "buildkitd.pid").unlink(missing_ok=True)
 
 
 def main() -> None:
