@@ -143,11 +143,20 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 		"--root_directory", req.GetInfo().GetRootDirectory(),
 		program}
 	args = append(args, req.GetArgs()...)
-	config, err := json.Marshal(req.GetConfig())
+	// A stack with no config sends nil: the SDK expects {} and [] (json.Marshal(nil) is "null").
+	configMap := req.GetConfig()
+	if configMap == nil {
+		configMap = map[string]string{}
+	}
+	config, err := json.Marshal(configMap)
 	if err != nil {
 		return nil, err
 	}
-	secretKeys, err := json.Marshal(req.GetConfigSecretKeys())
+	keys := req.GetConfigSecretKeys()
+	if keys == nil {
+		keys = []string{}
+	}
+	secretKeys, err := json.Marshal(keys)
 	if err != nil {
 		return nil, err
 	}
