@@ -19,6 +19,7 @@ Usage: ``python tools/engines.py [--only NAME ...]`` (``make setup`` runs it).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -74,9 +75,11 @@ ENGINES = (
         ldflags="-X github.com/pulumi/pulumi-docker-build/provider.Version=0.0.22",
         plugin=("docker-build", "pulumi-resource-docker-build"),
     ),
+    # Their version packages default to v0.0.0+unknown: buildx and `buildx ls` read the daemon's version.
     Engine("buildkit", "0.34.2", ("github.com/moby/buildkit/cmd/buildkitd", "github.com/moby/buildkit/cmd/buildctl"),
-           ("buildkitd", "buildctl")),
-    Engine("buildx", "0.38.2", ("github.com/docker/buildx/cmd/buildx",), ("buildx",)),
+           ("buildkitd", "buildctl"), ldflags="-X github.com/moby/buildkit/version.Version=v0.34.2"),
+    Engine("buildx", "0.38.2", ("github.com/docker/buildx/cmd/buildx",), ("buildx",),
+           ldflags="-X github.com/docker/buildx/version.Version=v0.38.2"),
 )
 
 
@@ -115,7 +118,8 @@ def go_env() -> dict[str, str]:
 
 
 def module_hash(engine: Engine) -> str:
-    digest = hashlib.sha256()
+    """What pins a build: tools/<name>'s Go files and the ldflags (a version stamped at link time)."""
+    digest = hashlib.sha256(engine.ldflags.encode())
     module = TOOLS / engine.name
     for path in sorted(module.rglob("*")):
         if path.is_file() and (path.suffix in (".go", ".mod", ".sum") or path.name in ("go.mod", "go.sum")):
@@ -268,6 +272,19 @@ def beside_cli(pulumi: Path) -> None:
         source.unlink()  # one copy, beside the CLI
 
 
+def hold_lock() -> None:
+    """One setup at a time per cache (two clones' `make setup` would build into the same dirs); held until exit."""
+    path = cache_root() / "engines.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        say(f"another setup is building engines (lock {path}); waiting for it")
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    globals()["_LOCK"] = handle
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="build only these engines")
@@ -276,6 +293,7 @@ def main() -> None:
         sys.exit("engines: no Go toolchain on PATH: install Go (the engines are built from Go modules)")
     BIN.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    hold_lock()
     pulumi = BIN / "pulumi"
     for engine in ENGINES:
         if args.only and engine.name not in args.only:
