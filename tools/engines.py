@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import filecmp
 import hashlib
 import json
 import os
@@ -204,12 +205,17 @@ def registered_plugins(pulumi: Path) -> set[tuple[str, str]]:
 
 
 def register(pulumi: Path, engine: Engine, built: Path) -> None:
+    """Install the plugin from our build unless that very binary is installed (a rebuild replaces it)."""
     assert engine.plugin is not None
     name, binary = engine.plugin
-    if (name, engine.version) in registered_plugins(pulumi):
+    home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+    installed = home / "plugins" / f"resource-{name}-v{engine.version}" / binary
+    if installed.is_file() and filecmp.cmp(installed, built / binary, shallow=False):
         return
-    subprocess.run([str(pulumi), "plugin", "install", "resource", name, engine.version, "--file",
-                    str(built / binary)], check=True, env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
+    argv = [str(pulumi), "plugin", "install", "resource", name, engine.version, "--file", str(built / binary)]
+    if (name, engine.version) in registered_plugins(pulumi):
+        argv.append("--reinstall")
+    subprocess.run(argv, check=True, env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
     say(f"registered plugin {name} {engine.version}")
 
 
