@@ -12,10 +12,13 @@ kernel allows it, else native (the log's first line says which). buildkitd
 runs as root; it is idempotent: a second ``start`` finds it running and says
 so (a changed registry list restarts it), ``stop`` ends it.
 
-The registries it pushes to over plain HTTP are ours and on loopback only
-(``--insecure-registry``, 127.0.0.1:5000 by default): BuildKit's registry
-config is per host:port, so a test on a random port starts its own buildkitd
-with :func:`start` (state, socket and config in its temp dir).
+The registries it reaches over plain HTTP are ours and on loopback only
+(``--insecure-registry``, 127.0.0.1:5000 by default, written to
+``buildkitd.toml`` as ``http``/``insecure``). BuildKit already falls back
+to plain HTTP for 127.0.0.1 on any port (pushes, ``FROM`` pulls and registry
+cache export/import to random ports work with an empty list), so the same
+daemon serves tests' loopback registries; tests still start their own with
+:func:`start` to keep state and the buildx config private.
 
 The builder is registered in buildx's default config (``~/.docker/buildx``,
 or ``$BUILDX_CONFIG`` when set), where ``docker buildx``, standalone
