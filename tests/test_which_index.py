@@ -12,7 +12,6 @@ from rocm_bake.cli import main
 from rocm_bake.commands import which_index as wi
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu.detect import detect_gpus, gfx_from_target_version, parse_rocminfo
-from rocm_bake.manifests import load_targets
 
 BASE = "https://sbates130272.github.io/rocm-bake/data/wheels"
 
@@ -182,16 +181,22 @@ def test_two_different_gpus_with_no_covering_index_list_each_and_pin_processes(t
     """gfx1151 + gfx1201: no fat stack covers both, so one line per arch and how to pin a process to its GPUs."""
     result = result_for(sysfs(tmp_path, [0, 120001, 110501]))
     assert [c.index_arch for c in result.choices] == ["gfx1151", "gfx1201"]
-    assert result.multi_arch and result.covering_index is None
-    assert "no configured index covers them all" in result.message
-    assert "one environment can hold only one arch's wheels" in result.message
-    pins = {c.gpu_arch: c.pin for c in result.choices}
+    assert result.multi_arch and result.covering_index is None and result.install is None
+    assert result.message.startswith("no configured index covers every GPU here")
+    assert "one environment can hold only one arch's wheels" in result.message.lower()
     # KFD node 1 is the gfx1201 (device 0), node 2 the gfx1151 (device 1)
-    assert pins == {"gfx1201": {"HIP_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "0"},
-                    "gfx1151": {"HIP_VISIBLE_DEVICES": "1", "ROCR_VISIBLE_DEVICES": "1"}}
+    assert {c.gpu_arch: c.devices for c in result.choices} == {"gfx1201": [0], "gfx1151": [1]}
+    assert {c.gpu_arch: c.pin for c in result.choices} == {
+        "gfx1201": {"ROCR_VISIBLE_DEVICES": "0"}, "gfx1151": {"ROCR_VISIBLE_DEVICES": "1"}}
+    assert {c.gpu_arch: c.pin_hip for c in result.choices} == {
+        "gfx1201": {"HIP_VISIBLE_DEVICES": "0"}, "gfx1151": {"HIP_VISIBLE_DEVICES": "1"}}
     text = wi.render(result)
-    assert '"rocm-torch[device-gfx1151]"' in text and '"rocm-torch[device-gfx1201]"' in text
-    assert "HIP_VISIBLE_DEVICES=1 ROCR_VISIBLE_DEVICES=1 python" in text
+    for arch in ("gfx1151", "gfx1201"):
+        assert f'pip install --index-url {BASE}/{arch}/ ' in text and f"uv pip install --index {BASE}/{arch}/ " in text
+        assert f'"rocm-torch[device-{arch}]"' in text
+    assert "ROCR_VISIBLE_DEVICES=1 python" in text and "HIP_VISIBLE_DEVICES=1 python" in text
+    # never both variables on one command line: HIP renumbers what ROCr leaves visible
+    assert not any("ROCR_VISIBLE_DEVICES" in line and "HIP_VISIBLE_DEVICES=" in line for line in text.splitlines())
 
 
 def test_a_mixed_host_covered_by_a_fat_stack_gets_one_install_line(tmp_path: Path) -> None:
@@ -209,17 +214,62 @@ def test_a_mixed_host_covered_by_a_fat_stack_gets_one_install_line(tmp_path: Pat
 def test_three_gpus_of_two_arches_are_covered_and_three_arches_are_not(tmp_path: Path) -> None:
     two = result_for(sysfs(tmp_path / "a", [0, 120001, 90500, 120001]))
     assert two.covering_index == "gfx950-gfx1201" and len(two.detection.gpus) == 3
+    assert {c.gpu_arch: c.devices for c in two.choices} == {"gfx950": [1], "gfx1201": [0, 2]}
     three = result_for(sysfs(tmp_path / "b", [0, 90500, 120001, 110501]))
     assert three.covering_index is None and three.install is None
-    assert {c.gpu_arch: c.pin["HIP_VISIBLE_DEVICES"] for c in three.choices} == {
+    assert {c.gpu_arch: c.pin["ROCR_VISIBLE_DEVICES"] for c in three.choices} == {
         "gfx950": "0", "gfx1201": "1", "gfx1151": "2"}
+    assert "no configured index covers every GPU here" in wi.render(three)
 
 
-def test_the_covering_index_is_the_smallest_superset(tmp_path: Path) -> None:
-    result = wi.which_index(detect_gpus(sysfs(tmp_path, [0, 90500, 120001]), no_rocminfo),
-                            ["gfx950", "gfx1201", "gfx1151"], BASE,
-                            [("gfx950", "gfx1201", "gfx1151"), ("gfx1201", "gfx950"), ("gfx950", "gfx1151")])
-    assert result.covering_index == "gfx1201-gfx950"  # the stack's declared order, everywhere
+def test_two_gpus_of_one_arch_pin_to_both_device_ordinals(tmp_path: Path) -> None:
+    """gfx1201, gfx1151, gfx1201: the gfx1201 environment runs on devices 0 and 2 (KFD node order)."""
+    result = result_for(sysfs(tmp_path, [0, 120001, 110501, 120001]))
+    pins = {c.gpu_arch: (c.pin, c.pin_hip) for c in result.choices}
+    assert pins["gfx1201"] == ({"ROCR_VISIBLE_DEVICES": "0,2"}, {"HIP_VISIBLE_DEVICES": "0,2"})
+    assert "on devices 0,2 only: ROCR_VISIBLE_DEVICES=0,2 python" in wi.render(result)
+
+
+def stacks(root: Path, **arch_by_stack: str | None) -> Path:
+    """A stacks/ dir: stack name (``_`` for ``-``) -> its pytorchRocmArch (None: the key is absent)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, arch in arch_by_stack.items():
+        body = "config: {}\n" if arch is None else f'config:\n  rocm-bake:pytorchRocmArch: "{arch}"\n'
+        (root / f"Pulumi.{name.replace('_', '-')}.yaml").write_text(body)
+    return root
+
+
+def test_a_three_arch_fat_stack_covers_a_three_arch_host_and_demo_stacks_do_not_count(tmp_path: Path) -> None:
+    conf = stacks(tmp_path / "stacks", gfx950=None, gfx1201=None, gfx1151="gfx1151",
+                  fat_three="gfx1151;gfx950;gfx1201", demo_fat="gfx950;gfx1201")
+    host = sysfs(tmp_path / "host", [0, 90500, 120001, 110501])
+    result = wi.run_which_index(host, BASE, no_rocminfo, conf)
+    assert result.configured == ["gfx950", "gfx1151", "gfx1201", "gfx1151-gfx950-gfx1201"]
+    assert result.covering_index == "gfx1151-gfx950-gfx1201"  # the stack's declared order
+    assert result.install == wi.install_line(BASE, "gfx1151-gfx950-gfx1201")
+    assert result.install.endswith('"rocm-torch[device-gfx1151-gfx950-gfx1201]"')
+    # the demo stack's fat build is never the answer for the public URL: two arches are not covered here
+    pair = wi.run_which_index(sysfs(tmp_path / "pair", [0, 90500, 120001]), BASE, no_rocminfo, conf)
+    assert pair.covering_index == "gfx1151-gfx950-gfx1201"
+    only_demo = stacks(tmp_path / "demo-only", gfx950=None, gfx1201=None, demo_fat="gfx950;gfx1201")
+    none = wi.run_which_index(sysfs(tmp_path / "pair2", [0, 90500, 120001]), BASE, no_rocminfo, only_demo)
+    assert none.covering_index is None and none.configured == ["gfx950", "gfx1201"]
+
+
+def test_one_arch_without_its_own_index_is_served_by_a_covering_fat_index(tmp_path: Path) -> None:
+    conf = stacks(tmp_path / "stacks", gfx1201=None, fat="gfx950;gfx1201")
+    result = wi.run_which_index(sysfs(tmp_path / "h", [0, 90500]), BASE, no_rocminfo, conf)
+    assert not result.multi_arch and result.covering_index == "gfx950-gfx1201"
+    assert "no index of their own" in result.message
+
+
+def test_bad_or_missing_stack_files_are_named(tmp_path: Path) -> None:
+    host = sysfs(tmp_path / "h", [0, 90500])
+    bad = stacks(tmp_path / "bad", gfx950=None, broken="gfx950;gfx9999")
+    with pytest.raises(RocmBakeError, match=r"Pulumi\.broken\.yaml: rocm-bake:pytorchRocmArch 'gfx950;gfx9999'"):
+        wi.run_which_index(host, BASE, no_rocminfo, bad)
+    with pytest.raises(RocmBakeError, match="no stacks/Pulumi"):
+        wi.run_which_index(host, BASE, no_rocminfo, tmp_path / "nothing")
 
 
 def test_two_identical_gpus_are_one_arch(tmp_path: Path) -> None:
@@ -256,11 +306,17 @@ def test_nearest_only_within_a_family(tmp_path: Path, version: int, expected: st
         assert "HSA_OVERRIDE_GFX_VERSION" in choice.env and "not a supported configuration" in choice.reason
 
 
-def test_supported_list_comes_from_the_manifest(tmp_path: Path) -> None:
-    for arch in load_targets().default_arches:
+def test_configured_indexes_are_the_shipped_non_demo_stacks(tmp_path: Path) -> None:
+    from rocm_bake.config import STACKS_DIR
+
+    configured = wi.configured_indexes()
+    shipped = {p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml")}
+    assert {"-".join(a) for a in configured} == {s.removeprefix("fat-") for s in shipped if not s.startswith("demo-")}
+    assert ("gfx950", "gfx1201") in configured  # declared order, not sorted
+    for (arch,) in (a for a in configured if len(a) == 1):
         assert wi.nearest_compatible(arch, [arch]) is None  # itself is native, not "nearest"
     result = result_for(sysfs(tmp_path, [0, 120500]))
-    assert result.choices[0].native == ("gfx1250" in load_targets().default_arches)
+    assert result.choices[0].native == (("gfx1250",) in configured)
 
 
 def test_no_gpu_anywhere(tmp_path: Path) -> None:
@@ -318,7 +374,18 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["multi_arch"] is True and data["covering_index"] == "gfx950-gfx1201"
     assert data["install"] == wi.install_line(BASE, "gfx950-gfx1201")
+    assert data["install_uv"] == wi.uv_install_line(BASE, "gfx950-gfx1201")
     assert [c["install"] for c in data["choices"]] == [wi.install_line(BASE, "gfx950"), wi.install_line(BASE, "gfx1201")]
+    assert [c["devices"] for c in data["choices"]] == [[0], [1]]
+    assert "gfx950-gfx1201" in data["configured"]
+    mixed = sysfs(tmp_path / "mixed", [0, 120001, 110501])
+    assert main(["which-index", "--sysfs-root", str(mixed), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["covering_index"] is None and data["install"] is None
+    assert data["message"].startswith("no configured index covers every GPU here")
+    assert [(c["gpu_arch"], c["pin"], c["pin_hip"]) for c in data["choices"]] == [
+        ("gfx1151", {"ROCR_VISIBLE_DEVICES": "1"}, {"HIP_VISIBLE_DEVICES": "1"}),
+        ("gfx1201", {"ROCR_VISIBLE_DEVICES": "0"}, {"HIP_VISIBLE_DEVICES": "0"})]
     assert main(["which-index", "--sysfs-root", str(root), "--index-base", "file:///srv/idx"]) == 0
     out = capsys.readouterr().out
     assert "--index-url file:///srv/idx/gfx950-gfx1201/" in out and "fat-build index" in out

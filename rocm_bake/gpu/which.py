@@ -3,7 +3,9 @@
 "Installing through the index is always correct, because the index path and
 the rocm-torch metapackage both carry the architecture. Downloading a
 release asset by hand is not." This closes the remaining gap: knowing
-which index is yours.
+which index is yours — including on a host with GPUs of several arches,
+where two per-arch installs would conflict (their wheel filenames are the
+same string for every arch) and only a fat build covers every card.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from rocm_bake.offload import GENERIC_COVERS
 #: The published gh-pages index (wheels live in per-arch releases).
 DEFAULT_INDEX_BASE = "https://sbates130272.github.io/rocm-bake/data/wheels"
 PYPI = "https://pypi.org/simple"
+#: Stacks named ``demo-*`` build stand-in wheels into local indexes; they never publish to the public URL.
+DEMO_PREFIX = "demo-"
 
 
 class Choice(BaseModel):
@@ -28,13 +32,19 @@ class Choice(BaseModel):
 
     gpu_arch: str
     gpus: list[str]
+    #: ROCm's device ordinals of these GPUs (the order the runtime enumerates them: KFD node order).
+    devices: list[int] = []
     index_arch: str | None
     native: bool
     reason: str
     install: str | None
+    install_uv: str | None = None
     env: dict[str, str] = {}
-    #: On a mixed host with no covering index: the environment that shows a process only these GPUs.
+    #: On a mixed host with no covering index: the environment that shows a process only these GPUs
+    #: (``ROCR_VISIBLE_DEVICES``, the runtime's own filter, seen by HIP and everything above it).
     pin: dict[str, str] = {}
+    #: The same pin at the HIP level; an alternative to ``pin``, never set together with it.
+    pin_hip: dict[str, str] = {}
 
 
 class WhichIndex(BaseModel):
@@ -42,58 +52,77 @@ class WhichIndex(BaseModel):
     choices: list[Choice]
     multi_arch: bool
     message: str
+    #: Every configured index considered (non-demo stacks), as index directory names.
+    configured: list[str] = []
     #: The configured index (a fat stack) whose arches cover every GPU here, when there is one.
     covering_index: str | None = None
     install: str | None = None
     install_uv: str | None = None
 
 
-def install_line(index_base: str, arch: str) -> str:
+def install_line(index_base: str, dir_name: str) -> str:
     """The exact command; ``--extra-index-url`` is not optional (numpy et al. live on PyPI).
 
-    ``arch`` is an index directory name: ``gfx950``, or a fat build's ``gfx950-gfx1201``,
-    whose extra is ``device-gfx950-gfx1201``.
+    ``dir_name`` is an index directory name: ``gfx950``, or a fat build's
+    ``gfx950-gfx1201``, whose extra is ``device-gfx950-gfx1201``.
     """
     return (
-        f"pip install --index-url {index_base}/{arch}/ --extra-index-url {PYPI} "
-        f'"rocm-torch[device-{arch}]"'
+        f"pip install --index-url {index_base}/{dir_name}/ --extra-index-url {PYPI} "
+        f'"rocm-torch[device-{dir_name}]"'
     )
 
 
-def uv_install_line(index_base: str, arch: str) -> str:
+def uv_install_line(index_base: str, dir_name: str) -> str:
     """uv prefers ``--extra-index-url`` over ``--index-url``, so say which index is which."""
-    return f'uv pip install --index {index_base}/{arch}/ --default-index {PYPI} "rocm-torch[device-{arch}]"'
+    return f'uv pip install --index {index_base}/{dir_name}/ --default-index {PYPI} "rocm-torch[device-{dir_name}]"'
 
 
-def configured_fat_indexes(stacks_dir: Path | None = None) -> list[tuple[str, ...]]:
-    """The fat stacks' arch lists, in declared order (``stacks/Pulumi.*.yaml``).
+def configured_indexes(stacks_dir: Path | None = None) -> list[tuple[str, ...]]:
+    """Every configured index's arches, in the stack's declared order (``stacks/Pulumi.*.yaml``).
 
-    Demo stacks (``demo-*``) are left out: they make local indexes, never the published ones.
+    A stack's ``rocm-bake:pytorchRocmArch`` (``gfx950;gfx1201`` for a fat
+    stack), or its name when the key is absent, as everywhere else. Demo
+    stacks (``demo-*``) are left out: they build stand-in wheels into local
+    indexes and are never published at the public URL this command prints.
     """
     from rocm_bake.config import STACKS_DIR, read_stack_file
+    from rocm_bake.index.target import IndexTarget
 
-    found = []
-    for path in sorted((stacks_dir or STACKS_DIR).glob("Pulumi.*.yaml")):
+    root = stacks_dir or STACKS_DIR
+    paths = sorted(root.glob("Pulumi.*.yaml"))
+    if not paths:
+        raise RocmBakeError(f"{root}: no stacks/Pulumi.*.yaml here; which-index reads the configured indexes "
+                            f"from a rocm-bake checkout's stack files")
+    found: list[tuple[str, ...]] = []
+    for path in paths:
         stack = path.name[len("Pulumi."):-len(".yaml")]
-        if stack.startswith("demo-"):
+        if stack.startswith(DEMO_PREFIX):
             continue
-        value = read_stack_file(stack, stacks_dir).get("rocm-bake:pytorchRocmArch") or stack
-        arches = tuple(a for a in str(value).split(";") if a)
-        if len(arches) > 1:
+        value = read_stack_file(stack, root).get("rocm-bake:pytorchRocmArch") or stack
+        try:
+            arches = IndexTarget.parse(str(value)).arches
+        except RocmBakeError as exc:
+            raise RocmBakeError(f"{path}: rocm-bake:pytorchRocmArch {str(value)[:80]!r}: {exc}") from None
+        if arches not in found:
             found.append(arches)
-    return found
+    return sorted(found, key=lambda arches: (len(arches), [(len(a), a) for a in arches]))
 
 
 def covering(host_arches: set[str], fat: list[tuple[str, ...]]) -> tuple[str, ...] | None:
     """The smallest configured fat index whose arches include every arch on this host."""
-    candidates = [arches for arches in fat if host_arches <= set(arches)]
+    candidates = [arches for arches in fat if len(arches) > 1 and host_arches <= set(arches)]
     return min(candidates, key=len) if candidates else None
 
 
-def pin_env(indices: list[int]) -> dict[str, str]:
-    """Show a process only these GPUs: HIP's view and the ROCm runtime's (device ordinals)."""
-    devices = ",".join(str(i) for i in indices)
-    return {"HIP_VISIBLE_DEVICES": devices, "ROCR_VISIBLE_DEVICES": devices}
+def pin_env(devices: list[int]) -> dict[str, str]:
+    """Show a process only these GPUs, at the ROCm runtime (ROCr) level: HIP and everything above see only them."""
+    return {"ROCR_VISIBLE_DEVICES": ",".join(str(i) for i in devices)}
+
+
+def pin_hip_env(devices: list[int]) -> dict[str, str]:
+    """The same at the HIP level. Not combined with ``pin_env``: HIP numbers only the GPUs ROCr leaves visible,
+    so ``ROCR_VISIBLE_DEVICES=1 HIP_VISIBLE_DEVICES=1`` would show a process no GPU at all."""
+    return {"HIP_VISIBLE_DEVICES": ",".join(str(i) for i in devices)}
 
 
 _GFX = re.compile(r"^gfx(\d+)([0-9a-f])([0-9a-f])$")
@@ -139,21 +168,23 @@ def choose(gpu_arch: str, gpus: list[Gpu], supported: list[str], index_base: str
         return Choice(
             gpu_arch=gpu_arch, gpus=where, index_arch=gpu_arch, native=True,
             reason=f"{gpu_arch} is built by this project", install=install_line(index_base, gpu_arch),
+            install_uv=uv_install_line(index_base, gpu_arch),
         )
     near = nearest_compatible(gpu_arch, supported)
     if near is None:
         return Choice(
             gpu_arch=gpu_arch, gpus=where, index_arch=None, native=False, install=None,
             reason=(
-                f"{gpu_arch} is not built by this project (it builds {', '.join(supported)}) and no "
-                f"built arch is ISA-compatible with it: no compatible index"
+                f"{gpu_arch} is not built by this project (it builds {', '.join(supported) or 'no single arch'}) "
+                f"and no built arch is ISA-compatible with it: no compatible index"
             ),
         )
     major, minor, stepping = gfx_version(near)  # type: ignore[misc]
     override = f"{major}.{minor}.{stepping}"
     return Choice(
         gpu_arch=gpu_arch, gpus=where, index_arch=near, native=False,
-        install=install_line(index_base, near), env={"HSA_OVERRIDE_GFX_VERSION": override},
+        install=install_line(index_base, near), install_uv=uv_install_line(index_base, near),
+        env={"HSA_OVERRIDE_GFX_VERSION": override},
         reason=(
             f"{gpu_arch} is not built by this project; the nearest ISA-compatible arch is {near} "
             f"(same gfx{major}.{minor} family, both {_generic_of(near)}), but its code objects are "
@@ -163,43 +194,55 @@ def choose(gpu_arch: str, gpus: list[Gpu], supported: list[str], index_base: str
     )
 
 
-def which_index(detection: Detection, supported: list[str], index_base: str,
-                fat_indexes: list[tuple[str, ...]] | None = None) -> WhichIndex:
-    """Map detected GPUs to indexes: one per distinct arch, or one fat index that covers them all."""
+def which_index(detection: Detection, configured: list[tuple[str, ...]], index_base: str) -> WhichIndex:
+    """Map detected GPUs to indexes: one fat index that covers them all, else one per distinct arch.
+
+    ``configured`` is every configured index's arches (one arch, or a fat
+    stack's in declared order). A host whose GPUs are all of one arch gets
+    that arch's index; a fat index is chosen when the host has several arches
+    (or its one arch has no index of its own) and the fat build covers every one.
+    """
+    supported = sorted_arches([arches[0] for arches in configured if len(arches) == 1])
     by_arch: dict[str, list[Gpu]] = {}
-    ordinal: dict[str, list[int]] = {}
-    for index, gpu in enumerate(detection.gpus):
+    devices: dict[str, list[int]] = {}
+    for ordinal, gpu in enumerate(detection.gpus):
         by_arch.setdefault(gpu.gfx, []).append(gpu)
-        ordinal.setdefault(gpu.gfx, []).append(index)
-    choices = [choose(a, by_arch[a], supported, index_base) for a in sorted_arches(list(by_arch))]
-    usable = {c.index_arch for c in choices if c.index_arch}
-    multi = len(by_arch) > 1
-    if not detection.gpus:
-        return WhichIndex(detection=detection, choices=choices, multi_arch=False,
-                          message=f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})")
-    if not multi:
-        message = f"index for this host: {usable.pop()}" if usable else "no compatible index for the GPU(s) found"
-        return WhichIndex(detection=detection, choices=choices, multi_arch=False, message=message)
+        devices.setdefault(gpu.gfx, []).append(ordinal)
     host = sorted_arches(list(by_arch))
-    fat = covering(set(host), fat_indexes or [])
-    if fat is not None:
+    choices = [choose(a, by_arch[a], supported, index_base) for a in host]
+    for choice in choices:
+        choice.devices = devices[choice.gpu_arch]
+    names = ["-".join(arches) for arches in configured]
+    if not detection.gpus:
+        return WhichIndex(detection=detection, choices=choices, multi_arch=False, configured=names,
+                          message=f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})")
+    multi = len(host) > 1
+    fat = covering(set(host), configured)
+    if fat is not None and (multi or not choices[0].native):
         name = "-".join(fat)
+        what = (f"GPUs of {len(host)} arches ({', '.join(host)})" if multi
+                else f"{host[0]} GPUs, which have no index of their own")
         return WhichIndex(
-            detection=detection, choices=choices, multi_arch=True, covering_index=name,
+            detection=detection, choices=choices, multi_arch=multi, configured=names, covering_index=name,
             install=install_line(index_base, name), install_uv=uv_install_line(index_base, name),
-            message=(f"this host has GPUs of {len(host)} arches ({', '.join(host)}); the fat-build index {name} "
-                     f"carries code objects for all of them in one set of wheels: install that one"),
+            message=(f"this host has {what}; the fat-build index {name} carries code objects for "
+                     f"{', '.join(fat)} in one set of wheels: install that one"),
         )
+    if not multi:
+        usable = choices[0].index_arch
+        message = f"index for this host: {usable}" if usable else "no compatible index for the GPU(s) found"
+        return WhichIndex(detection=detection, choices=choices, multi_arch=False, configured=names, message=message)
     for choice in choices:
         if choice.install:
-            choice.pin = pin_env(ordinal[choice.gpu_arch])
+            choice.pin = pin_env(choice.devices)
+            choice.pin_hip = pin_hip_env(choice.devices)
     message = (
-        f"this host has GPUs of {len(host)} different arches ({', '.join(host)}) and no configured index "
-        f"covers them all (a fat-build index would): one environment can hold only one arch's wheels (their "
-        f"filenames are the same for every arch): install each arch into its own environment, and run each "
-        f"process pinned to that arch's GPUs with the variables shown"
+        f"no configured index covers every GPU here: this host has GPUs of {len(host)} different arches "
+        f"({', '.join(host)}) and no configured fat-build index holds all of them. One environment can hold "
+        f"only one arch's wheels (their filenames are the same for every arch), so install each arch into its "
+        f"own environment and run each process pinned to that arch's GPUs with the variable shown"
     )
-    return WhichIndex(detection=detection, choices=choices, multi_arch=True, message=message)
+    return WhichIndex(detection=detection, choices=choices, multi_arch=True, configured=names, message=message)
 
 
 def check_index_base(value: str) -> str:
@@ -210,28 +253,35 @@ def check_index_base(value: str) -> str:
 
 
 def run_which_index(
-    sysfs_root: Path, index_base: str, rocminfo: RocminfoRunner = run_rocminfo
+    sysfs_root: Path, index_base: str, rocminfo: RocminfoRunner = run_rocminfo, stacks_dir: Path | None = None
 ) -> WhichIndex:
-    from rocm_bake.manifests import load_targets  # YAML: read when the command runs, not for --help
+    base = check_index_base(index_base)
+    return which_index(detect_gpus(sysfs_root, rocminfo), configured_indexes(stacks_dir), base)
 
-    supported = load_targets().default_arches
-    return which_index(detect_gpus(sysfs_root, rocminfo), supported, check_index_base(index_base),
-                       configured_fat_indexes())
+
+def _assignments(env: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in env.items())
 
 
 def render(result: WhichIndex) -> str:
     lines = [result.message]
     if result.covering_index:
-        return "\n".join([*lines, "", f"  {result.install}", f"  {result.install_uv}"])
+        gpus = ", ".join(f"{c.gpu_arch} ({', '.join(c.gpus)})" for c in result.choices)
+        return "\n".join([*lines, f"GPUs: {gpus}", "", f"  {result.install}", f"  {result.install_uv}"])
     for choice in result.choices:
         lines.append("")
         lines.append(f"{choice.gpu_arch} ({', '.join(choice.gpus)}): {choice.reason}")
         if choice.install:
-            prefix = " ".join(f"{k}={v}" for k, v in choice.env.items())
             lines.append(f"  {choice.install}")
-            if prefix:
-                lines.append(f"  then run with: export {prefix}")
+            lines.append(f"  {choice.install_uv}")
+            if choice.env:
+                lines.append(f"  then run with: export {_assignments(choice.env)}")
             if choice.pin:
-                pin = " ".join(f"{k}={v}" for k, v in choice.pin.items())
-                lines.append(f"  run its processes on these GPUs only: {pin} python ...")
+                which = "device" if len(choice.devices) == 1 else "devices"
+                lines.append(f"  run its processes on {which} {','.join(map(str, choice.devices))} only: "
+                             f"{_assignments(choice.pin)} python ...")
+                lines.append(f"    (or {_assignments(choice.pin_hip)} python ...)")
+    if any(c.pin for c in result.choices):
+        lines += ["", "Set one of the two variables, not both: HIP numbers only the GPUs ROCR_VISIBLE_DEVICES "
+                      "leaves visible, so the same ordinal in both can leave a process with no GPU."]
     return "\n".join(lines)
