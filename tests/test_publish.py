@@ -65,12 +65,12 @@ def test_first_publish_creates_release_uploads_and_one_commit(gh: FakeGitHub, di
     pages = gh.state.branch_files()
     assert sorted(pages) == sorted([f"data/wheels/{ARCH}/{p}" for p in
                                     ["index.html", "index.json", "nixl/index.html", "rocm-torch/index.html",
-                                     "torch/index.html", "triton/index.html"]] + ["data/wheels/index.html"])
+                                     "torch/index.html", "triton/index.html"]] + ["data/wheels/index.html", "data/wheels/index.json"])
     assert gh.state.commit_count() == 1
     torch_page = pages[f"data/wheels/{ARCH}/torch/index.html"].decode()
     sha = hashlib.sha256(local_files(dist)[TORCH]).hexdigest()
     assert f'href="{gh.web_url}/octo/rocm-bake/releases/download/{TAG}/{TORCH.replace("+", "%2B")}#sha256={sha}"' in torch_page
-    assert result.pages_files == {p: git_blob_sha(d) for p, d in pages.items() if p != "data/wheels/index.html"}
+    assert result.pages_files == {p: git_blob_sha(d) for p, d in pages.items() if p.startswith(f"data/wheels/{ARCH}/")}
 
 
 def test_second_identical_publish_changes_nothing(gh: FakeGitHub, dist: Path) -> None:

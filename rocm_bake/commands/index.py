@@ -67,18 +67,10 @@ def register_page(sub: argparse._SubParsersAction) -> None:
 
 
 def run_page(args: argparse.Namespace) -> int:
-    from rocm_bake.errors import RocmBakeError
-    from rocm_bake.publish.landing import local_summaries, render_landing
+    from rocm_bake.publish.landing import write_local_page
 
-    summaries = local_summaries(args.dist, args.rocm_version)
-    if not summaries:
-        raise RocmBakeError(f"{args.dist}/index/: no index to list; run `rocm-bake index build` first")
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "index.html").write_bytes(render_landing(summaries, args.base_url))
-    except OSError as exc:
-        raise RocmBakeError(f"--out {args.out}: cannot write the page: {exc.strerror}") from None
-    print(f"{args.out / 'index.html'}: {len(summaries)} index(es): {', '.join(s.dir_name for s in summaries)}")
+    listed = write_local_page(args.dist, args.out, args.base_url, args.rocm_version)
+    print(f"{args.out / 'index.html'}: {len(listed)} index(es): {', '.join(listed)}")
     return 0
 
 

@@ -1,10 +1,21 @@
 """The landing page: one table that tells every user which index is theirs.
 
-Publishing writes ``data/wheels/<dir>/index.json`` (what that index holds) in
-its folder and regenerates ``data/wheels/index.html`` from every ``index.json``
-on gh-pages, in the same single commit, so the page can never list an index
-that is not there. ``rocm-bake index page --out DIR`` renders the same page
-from ``DIST/index/*``. Plain HTML, no script, readable on a phone.
+"Every wheel here has an architecture-independent filename", so a user must
+find the index for their GPU before installing anything. Publishing writes,
+in the same single gh-pages commit as the index itself:
+
+- ``data/wheels/<dir>/index.json``: what that index holds (arches, ROCm
+  version, wheel count, total size, release). Content only, no clock, so an
+  unchanged index re-publishes byte for byte and makes no commit.
+- ``data/wheels/index.json``: every index on the branch, with when its
+  folder last changed (this commit's time for the folder being changed,
+  carried over from the previous listing for the others).
+- ``data/wheels/index.html``: the page, rendered from that listing.
+
+Both site files are regenerated from the tree the commit leaves behind (the
+other stacks' folders are read back from the branch), so the page can never
+list an index that is not there. ``rocm-bake index page`` renders the same
+page from ``DIST/index/*``. Plain HTML, no script, readable on a phone.
 """
 
 from __future__ import annotations
@@ -12,14 +23,25 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 PYPI = "https://pypi.org/simple"
+#: Each index folder's summary, and the site-wide listing beside the page.
 SUMMARY_NAME = "index.json"
-LANDING_PATH = "data/wheels/index.html"
-WHICH_INDEX = "rocm-bake which-index"
+PAGES_ROOT = "data/wheels/"
+LANDING_PATH = PAGES_ROOT + "index.html"
+LISTING_PATH = PAGES_ROOT + SUMMARY_NAME
+DEFAULT_BASE_URL = "https://sbates130272.github.io/rocm-bake/data/wheels"
+#: Reads the local GPUs' gfx names from the KFD topology with nothing installed (CPU nodes report 0).
+KFD_ONE_LINER = (
+    "awk '$1 == \"gfx_target_version\" && $2 > 0 { printf \"gfx%d%x%x\\n\", $2 / 10000, "
+    "int($2 / 100) % 100, $2 % 100 }' /sys/class/kfd/kfd/topology/nodes/*/properties"
+)
+#: Sizes GitHub's blob API accepts comfortably; a summary is a few hundred bytes.
+MAX_SUMMARY_BYTES = 64 << 10
 
 
 class IndexSummary(BaseModel):
@@ -30,67 +52,179 @@ class IndexSummary(BaseModel):
     rocm_version: str
     wheel_count: int
     total_bytes: int
-    #: When the index's current content was built (its newest file): stable while nothing changes.
-    published: str
     release_tag: str | None = None
     release_url: str | None = None
 
     def to_bytes(self) -> bytes:
-        return (json.dumps(self.model_dump(), indent=1, sort_keys=True) + "\n").encode()
+        return _json(self.model_dump())
+
+
+class ListedIndex(IndexSummary):
+    """A row of the page: the summary, and when its folder last changed (None: not recorded)."""
+
+    published: str | None = None
+
+
+class Listing(BaseModel):
+    """``data/wheels/index.json``: the page as data."""
+
+    indexes: list[ListedIndex]
+
+    def to_bytes(self) -> bytes:
+        return _json(self.model_dump())
+
+
+def _json(data: object) -> bytes:
+    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+
+def now_utc() -> str:
+    """The publish time as the page shows it (minutes: a commit is not more precise than that to a reader)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def summarize(dir_name: str, arches: list[str], rocm_version: str, files: list[Path],
               release_tag: str | None = None, release_url: str | None = None) -> IndexSummary:
     """An index's summary from its ``files/``: wheels counted (not their ``.metadata``), bytes summed."""
     wheels = [f for f in files if f.name.endswith(".whl")]
-    newest = max((f.stat().st_mtime for f in files), default=0.0)
-    when = dt.datetime.fromtimestamp(newest, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return IndexSummary(dir_name=dir_name, arches=arches, rocm_version=rocm_version, wheel_count=len(wheels),
-                        total_bytes=sum(f.stat().st_size for f in wheels), published=when,
+                        total_bytes=sum(f.stat().st_size for f in wheels),
                         release_tag=release_tag, release_url=release_url)
 
 
-def parse_summary(data: bytes, where: str) -> IndexSummary | None:
-    """A folder's ``index.json``; None (left off the page) when it is not one of ours."""
+def parse_summary(data: bytes, where: str = "") -> IndexSummary | None:
+    """A folder's ``index.json``; None (the folder is listed without facts) when it is not one of ours."""
+    if len(data) > MAX_SUMMARY_BYTES:
+        return None
     try:
         return IndexSummary.model_validate_json(data)
-    except ValueError:
+    except ValidationError:
         return None
 
 
+def _previous_dates(data: bytes | None) -> dict[str, str]:
+    """dir name -> published, from the listing the branch holds now (nothing when absent or not ours)."""
+    if data is None or len(data) > MAX_SUMMARY_BYTES * 64:
+        return {}
+    try:
+        listing = Listing.model_validate_json(data)
+    except ValidationError:
+        return {}
+    return {i.dir_name: i.published for i in listing.indexes if i.published}
+
+
+def _index_folders(paths: set[str]) -> list[str]:
+    """Every ``data/wheels/<dir>/`` holding a PEP 503 root (``index.html``) under a valid index name."""
+    from rocm_bake.index.target import IndexTarget
+
+    found = []
+    for path in paths:
+        rest = path[len(PAGES_ROOT):] if path.startswith(PAGES_ROOT) else ""
+        name, _, leaf = rest.partition("/")
+        if leaf == "index.html" and IndexTarget.from_dir_name(name) is not None:
+            found.append(name)
+    return sorted(found)
+
+
+def _bare(dir_name: str) -> ListedIndex:
+    """A folder with no summary of ours: listed (it is there), with what its name says."""
+    from rocm_bake.index.target import IndexTarget
+
+    target = IndexTarget.from_dir_name(dir_name)
+    return ListedIndex(dir_name=dir_name, arches=list(target.arches) if target else [dir_name],
+                       rocm_version="", wheel_count=-1, total_bytes=-1)
+
+
+def site_pages(files: dict[str, bytes | None], read: Callable[[str], bytes], base_url: str,
+               changed: set[str], when: str | None = None) -> dict[str, bytes]:
+    """``{LISTING_PATH: json, LANDING_PATH: html}`` for the branch as one commit leaves it.
+
+    ``files`` is every path of that tree: bytes where the commit writes them,
+    None where they are already on the branch (``read(path)`` fetches those,
+    only the summaries). ``changed`` names the index folders this commit
+    adds or changes: their "last published" is ``when`` (default now); every
+    other folder keeps the date the current listing gives it. A folder's row
+    comes only from a folder that is there, and a summary naming another
+    folder than its own is not believed.
+    """
+    def content(path: str) -> bytes | None:
+        if path not in files:
+            return None
+        data = files[path]
+        return data if data is not None else read(path)
+
+    stamp = (when or now_utc()) if changed else None
+    before = _previous_dates(content(LISTING_PATH))
+    rows = []
+    for name in _index_folders(set(files)):
+        raw = content(f"{PAGES_ROOT}{name}/{SUMMARY_NAME}")
+        summary = parse_summary(raw) if raw is not None else None
+        if summary is None or summary.dir_name != name:
+            row = _bare(name)
+        else:
+            row = ListedIndex(**summary.model_dump())
+        row.published = stamp if name in changed else before.get(name)
+        rows.append(row)
+    listing = Listing(indexes=sorted(rows, key=_order))
+    return {LISTING_PATH: listing.to_bytes(), LANDING_PATH: render_landing(listing.indexes, base_url)}
+
+
+def _order(row: IndexSummary) -> tuple[int, list[tuple[int, str]]]:
+    """Single arches first (gfx950 before gfx1151: numerically), then fat builds."""
+    return len(row.arches), [(len(a), a) for a in row.arches]
+
+
 def _size(count: int) -> str:
+    """Decimal units, as GitHub shows asset sizes; a no-break space keeps number and unit on one line."""
+    if count < 0:
+        return "not recorded"
     value = float(count)
     for unit in ("B", "KB", "MB", "GB"):
         if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+            return f"{value:.0f}\u00a0{unit}" if unit == "B" else f"{value:.1f}\u00a0{unit}"
         value /= 1000
-    return f"{value:.1f} GB"
+    return f"{value:.1f}\u00a0GB"  # pragma: no cover - the loop returns at GB
 
 
-def render_landing(summaries: list[IndexSummary], base_url: str) -> bytes:
-    """The page: a card per index (a table on wide screens), with the exact pip and uv lines."""
+def install_lines(base_url: str, dir_name: str) -> tuple[str, str]:
+    """The exact pip and uv commands for one index (the same as ``which-index`` prints)."""
+    url = f"{base_url.rstrip('/')}/{dir_name}/"
+    extra = f'"rocm-torch[device-{dir_name}]"'
+    return (f"pip install --index-url {url} --extra-index-url {PYPI} {extra}",
+            f"uv pip install --index {url} --default-index {PYPI} {extra}")
+
+
+def which_index_line(base_url: str) -> str:
+    """``rocm-bake which-index``, pointed at this site when it is not the default one."""
     base = base_url.rstrip("/")
+    return "rocm-bake which-index" + ("" if base == DEFAULT_BASE_URL else f" --index-base {base}")
+
+
+def _row(s: ListedIndex, base_url: str, date_label: str) -> str:
     esc = html.escape
-    rows = []
-    for s in sorted(summaries, key=lambda s: (len(s.arches), s.dir_name)):
-        url = f"{base}/{s.dir_name}/"
-        extra = f"rocm-torch[device-{s.dir_name}]"
-        pip = f'pip install --index-url {url} --extra-index-url {PYPI} "{extra}"'
-        uv = f'uv pip install --index {url} --default-index {PYPI} "{extra}"'
-        release = (f'<a href="{esc(s.release_url)}">{esc(s.release_tag or "release")}</a>'
-                   if s.release_url else esc(s.release_tag or "—"))
-        kind = "fat build: one binary for all of these" if len(s.arches) > 1 else "one architecture"
-        rows.append(
-            f'<tr class="index" id="{esc(s.dir_name)}">'
-            f'<td data-label="Arches"><strong>{esc(", ".join(s.arches))}</strong><br><small>{kind}</small></td>'
-            f'<td data-label="ROCm">{esc(s.rocm_version)}</td>'
-            f'<td data-label="Wheels">{s.wheel_count}</td>'
-            f'<td data-label="Size">{_size(s.total_bytes)}</td>'
-            f'<td data-label="Last published">{esc(s.published)}</td>'
-            f'<td data-label="Release">{release}</td>'
-            f'<td data-label="Install"><code>{esc(pip)}</code><code>{esc(uv)}</code></td></tr>'
-        )
-    body = "\n".join(rows) or '<tr><td colspan="7">No index is published yet.</td></tr>'
+    pip, uv = install_lines(base_url, s.dir_name)
+    release = (f'<a href="{esc(s.release_url)}">{esc(s.release_tag or "release")}</a>'
+               if s.release_url else esc(s.release_tag or "—"))
+    kind = "fat build: one set of wheels for all of these" if len(s.arches) > 1 else "one architecture"
+    count = str(s.wheel_count) if s.wheel_count >= 0 else "not recorded"
+    return (
+        f'<tr class="index" id="{esc(s.dir_name)}">'
+        f'<td data-label="Arches"><strong>{esc(", ".join(s.arches))}</strong><br><small>{kind}</small></td>'
+        f'<td data-label="ROCm">{esc(s.rocm_version or "not recorded")}</td>'
+        f'<td data-label="Wheels">{count}</td>'
+        f'<td data-label="Size">{_size(s.total_bytes)}</td>'
+        f'<td data-label="{esc(date_label)}">{esc(s.published or "not recorded")}</td>'
+        f'<td data-label="Release">{release}</td>'
+        f'<td data-label="Install"><span class="how">pip</span><code>{esc(pip)}</code>'
+        f'<span class="how">uv</span><code>{esc(uv)}</code></td></tr>'
+    )
+
+
+def render_landing(indexes: list[ListedIndex], base_url: str, date_label: str = "Last published") -> bytes:
+    """The page: a card per index on a phone, a table on wider screens, with the exact pip and uv lines."""
+    esc = html.escape
+    rows = "\n".join(_row(s, base_url, date_label) for s in sorted(indexes, key=_order))
+    body = rows or '<tr><td colspan="7">No index is published yet.</td></tr>'
     page = f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -99,50 +233,74 @@ def render_landing(summaries: list[IndexSummary], base_url: str) -> bytes:
 <meta name="generator" content="rocm-bake">
 <title>rocm-bake wheel indexes</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 1rem auto; max-width: 72rem; padding: 0 1rem; line-height: 1.4; }}
+body {{ font-family: system-ui, sans-serif; margin: 1rem auto; max-width: 80rem; padding: 0 1rem; line-height: 1.4; }}
+h1 {{ font-size: 1.6rem; margin: .5rem 0; }}
+h2 {{ font-size: 1.2rem; margin: 1.5rem 0 .5rem; }}
 table {{ border-collapse: collapse; width: 100%; }}
 th, td {{ border-bottom: 1px solid #ccc; padding: .5rem; text-align: left; vertical-align: top; }}
-code {{ display: block; white-space: pre-wrap; word-break: break-all; background: #f4f4f4; padding: .3rem;
-        margin: .2rem 0; font-size: .85rem; }}
-p code {{ display: inline; padding: 0 .2rem; }}
+pre, td code {{ display: block; white-space: pre-wrap; overflow-wrap: anywhere; background: #f4f4f4;
+        padding: .3rem; margin: .1rem 0 .4rem; font-size: .85rem; }}
+p code {{ white-space: nowrap; }}
+.how {{ font-size: .8rem; color: #555; }}
 @media (max-width: 48rem) {{
   thead {{ display: none; }}
   tr.index {{ display: block; border: 1px solid #ccc; border-radius: .4rem; margin: 0 0 1rem; padding: .3rem; }}
-  tr.index td {{ display: block; border: none; padding: .25rem .4rem; }}
+  tr.index td {{ display: block; border: none; padding: .2rem .4rem; }}
   tr.index td::before {{ content: attr(data-label) ": "; font-weight: 600; }}
 }}
 </style>
 </head>
 <body>
 <h1>rocm-bake wheel indexes</h1>
-<p>Every index serves one architecture (or one fat build) of the same ROCm PyTorch stack. The wheel filenames
-do not say which GPU they are for: install through the index for <em>your</em> GPU, and keep
-<code>--extra-index-url</code>: ordinary dependencies such as numpy come from PyPI.</p>
-<p>Not sure which GPU you have? In a checkout of rocm-bake (<code>make setup</code>),
-<code>{esc(WHICH_INDEX)}</code> reads it and prints your line (a host with GPUs of several architectures gets
-the fat-build index that covers them all, if there is one).</p>
+<p>One pip index per GPU architecture, or per fat build covering several. Wheel filenames do not say which
+GPU they are for: install through the index that covers <em>all</em> your GPUs, and keep
+<code>--extra-index-url</code> (numpy and friends come from PyPI). Not sure which? In a rocm-bake checkout:</p>
+<pre>{esc(which_index_line(base_url))}</pre>
 <table>
-<thead><tr><th>Arches</th><th>ROCm</th><th>Wheels</th><th>Size</th><th>Last published</th><th>Release</th><th>Install</th></tr></thead>
+<thead><tr><th>Arches</th><th>ROCm</th><th>Wheels</th><th>Size</th><th>{esc(date_label)}</th><th>Release</th><th>Install</th></tr></thead>
 <tbody>
 {body}
 </tbody>
 </table>
+<h2>Which GPUs do I have?</h2>
+<p><code>rocm-bake which-index</code> reads them and prints the one line for your host (the fat-build index
+when your GPUs are of several architectures, or how to pin each process to one arch's GPUs when no index
+covers them all). With nothing installed, this prints each GPU's name; pick the row whose arches include
+every one:</p>
+<pre>{esc(KFD_ONE_LINER)}</pre>
 </body>
 </html>
 """
     return page.encode()
 
 
-def local_summaries(dist: Path, rocm_version: str) -> list[IndexSummary]:
-    """The summary of every index under ``DIST/index/``, for ``rocm-bake index page``."""
+def local_summaries(dist: Path, rocm_version: str) -> list[ListedIndex]:
+    """Every index under ``DIST/index/`` for ``rocm-bake index page``; its date is when it was built."""
     from rocm_bake.index.target import IndexTarget
 
     out = []
     root = Path(dist) / "index"
     for entry in sorted(root.iterdir()) if root.is_dir() else []:
         target = IndexTarget.from_dir_name(entry.name)
-        files = entry / "files"
-        if target is None or not files.is_dir():
+        files, page = entry / "files", entry / "index.html"
+        if target is None or not files.is_dir() or not page.is_file():
             continue
-        out.append(summarize(target.dir_name, list(target.arches), rocm_version, sorted(files.iterdir())))
+        summary = summarize(target.dir_name, list(target.arches), rocm_version, sorted(files.iterdir()))
+        built = dt.datetime.fromtimestamp(page.stat().st_mtime, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        out.append(ListedIndex(**summary.model_dump(), published=built))
     return out
+
+
+def write_local_page(dist: Path, out: Path, base_url: str, rocm_version: str) -> list[str]:
+    """``OUT/index.html`` from ``DIST/index/*``: the dir names listed (an error when there are none)."""
+    from rocm_bake.errors import RocmBakeError
+
+    indexes = local_summaries(dist, rocm_version)
+    if not indexes:
+        raise RocmBakeError(f"{dist}/index/: no index to list; run `rocm-bake index build` first")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "index.html").write_bytes(render_landing(indexes, base_url, date_label="Built"))
+    except OSError as exc:
+        raise RocmBakeError(f"--out {out}: cannot write the page: {exc.strerror or exc}") from None
+    return [i.dir_name for i in indexes]

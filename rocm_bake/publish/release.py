@@ -358,27 +358,22 @@ def remote_pages(client: GitHubClient, arch: str) -> tuple[str | None, str | Non
     return head, tree, {path: sha for path, sha in files.items() if path.startswith(prefix)}
 
 
-def landing_page(client: GitHubClient, arch: str, desired: dict[str, bytes], files: dict[str, str]) -> bytes:
-    """``data/wheels/index.html`` for the branch as this commit leaves it.
+def landing_page(client: GitHubClient, arch: str, desired: dict[str, bytes], files: dict[str, str],
+                 changed: bool) -> dict[str, bytes]:
+    """The site files (``data/wheels/index.html`` and ``index.json``) for the branch as this commit leaves it.
 
-    Every other index is read back from its folder's ``index.json`` on the
-    branch; this one from ``desired`` (absent when its folder is being
-    removed). So the page lists exactly the indexes that are there.
+    Every other index is read back from its folder on the branch; this one
+    from ``desired`` (absent when its folder is being removed). So the page
+    lists exactly the indexes that are there (see ``rocm_bake.publish.landing``).
     """
-    from rocm_bake.publish.landing import SUMMARY_NAME, parse_summary, render_landing
+    from rocm_bake.publish.landing import site_pages
 
     own = pages_prefix(arch)
-    summaries = []
-    for path, sha in sorted(files.items()):
-        parts = path.split("/")
-        if len(parts) == 4 and parts[:2] == ["data", "wheels"] and parts[3] == SUMMARY_NAME and not path.startswith(own):
-            summary = parse_summary(client.get_blob(sha), path)
-            if summary is not None:
-                summaries.append(summary)
-    mine = desired.get(own + SUMMARY_NAME)
-    if mine is not None and (summary := parse_summary(mine, own + SUMMARY_NAME)) is not None:
-        summaries.append(summary)
-    return render_landing(summaries, client.endpoints.pages_base(client.repo) + "data/wheels")
+    after: dict[str, bytes | None] = {path: None for path in files if not path.startswith(own)}
+    after.update(desired)
+    folder = {own[len("data/wheels/"):].rstrip("/")} if changed and desired else set()
+    return site_pages(after, lambda path: client.get_blob(files[path]),
+                      client.endpoints.pages_base(client.repo) + "data/wheels", folder)
 
 
 def plan_pages(arch: str, desired: dict[str, bytes], current: dict[str, str], branch_exists: bool) -> PagesChange:
@@ -437,25 +432,22 @@ def commit_pages(client: GitHubClient, arch: str, tag: str, desired: dict[str, b
     The ref moves without force, so a concurrent writer makes this retry on
     the new head instead of being overwritten.
     """
-    from rocm_bake.publish.landing import LANDING_PATH
-
     for _ in range(3):
         head, tree, every = remote_tree(client)
         prefix = pages_prefix(arch)
         current = {path: sha for path, sha in every.items() if path.startswith(prefix)}
         change = plan_pages(arch, desired, current, head is not None)
         want = {path: git_blob_sha(data) for path, data in desired.items()}
-        landing = landing_page(client, arch, desired, every)
-        landing_changed = every.get(LANDING_PATH) != git_blob_sha(landing)
-        if not change.needed and not landing_changed:
+        site = landing_page(client, arch, desired, every, change.needed)
+        site_changed = {path: data for path, data in site.items() if every.get(path) != git_blob_sha(data)}
+        if not change.needed and not site_changed:
             return None, want
         entries: list[dict[str, object]] = []
         progress.note(f"gh-pages: committing {len(change.added)} added, {len(change.changed)} changed, "
                       f"{len(change.removed)} removed under {prefix}"
-                      + (" and the landing page" if landing_changed else ""))
-        if landing_changed:
-            entries.append({"path": LANDING_PATH, "mode": BLOB_MODE, "type": "blob",
-                            "sha": client.create_blob(landing)})
+                      + (" and the landing page" if site_changed else ""))
+        for path, data in site_changed.items():
+            entries.append({"path": path, "mode": BLOB_MODE, "type": "blob", "sha": client.create_blob(data)})
         for path in change.added + change.changed:
             sha = client.create_blob(desired[path])
             if sha != want[path]:
