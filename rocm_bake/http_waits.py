@@ -1,25 +1,33 @@
-"""What the registry and GitHub clients share about waiting: timeouts, Retry-After, and saying so.
+"""What the registry and GitHub clients share about HTTP: timeouts, Retry-After, URLs safe to show.
 
 A server that accepts the connection and never answers must fail the command
-within a bound the user can set, and every wait or retry is a visible line:
-minutes of silence look like a hang. Read timeouts are inactivity bounds (no
-byte for that long), never a total: a 3 GB layer may take as long as it takes
-while bytes keep coming.
+within a bound the user can set (``--timeout``), and every wait or retry is a
+visible line (``rocm_bake.retry``): minutes of silence look like a hang.
+
+Timeouts are tuned per call. Connecting is quick or it is not going to happen
+(10 s). A metadata call (a manifest, a token, a GitHub API answer) is small and
+answered in seconds, so its read waits at most ``METADATA_TIMEOUT_S`` (GitHub
+itself ends any API request that takes over 10 s). A stream (a layer download,
+an asset upload) is bounded by inactivity, never by total time: each read or
+write may wait ``--timeout``, and a 3 GB layer takes as long as it takes while
+bytes keep coming.
 """
 
 from __future__ import annotations
 
 import argparse
 import email.utils
+import re
 import time
 from typing import Any
-
-from rocm_bake import progress
+from urllib.parse import urlsplit, urlunsplit
 
 #: Connecting is quick or it is not going to happen.
 CONNECT_TIMEOUT_S = 10.0
-#: Default inactivity bound for reads and writes (``--timeout`` changes it).
+#: Default inactivity bound for streamed reads and writes (``--timeout`` changes it).
 DEFAULT_TIMEOUT_S = 60.0
+#: A metadata call's answer waits at most this long (or ``--timeout``, when shorter).
+METADATA_TIMEOUT_S = 20.0
 
 
 def positive_seconds(value: str) -> float:
@@ -33,11 +41,41 @@ def positive_seconds(value: str) -> float:
     return seconds
 
 
-def http_timeout(read_s: float = DEFAULT_TIMEOUT_S) -> Any:
-    """An ``httpx.Timeout``: connect fast, then bound each read/write by inactivity, not by total time."""
+def http_timeout(read_s: float = DEFAULT_TIMEOUT_S, *, metadata: bool = False) -> Any:
+    """An ``httpx.Timeout``: connect fast, then bound each read/write by inactivity, not by total time.
+
+    ``metadata`` calls wait at most ``METADATA_TIMEOUT_S`` for their answer;
+    streams wait ``read_s`` (``--timeout``) between any two chunks.
+    """
     import httpx
 
-    return httpx.Timeout(read_s, connect=min(CONNECT_TIMEOUT_S, read_s), pool=CONNECT_TIMEOUT_S)
+    read = min(read_s, METADATA_TIMEOUT_S) if metadata else read_s
+    return httpx.Timeout(read, connect=min(CONNECT_TIMEOUT_S, read), pool=CONNECT_TIMEOUT_S)
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost: the only hosts plain http may carry a credential to."""
+    host = host.strip("[]").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@``, for messages."""
+    parts = urlsplit(url)
+    if not (parts.username or parts.password):
+        return url
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?[^\s/@'\"]+@(?=[^\s/@]+)")
+
+
+def redact(text: str) -> str:
+    """Every ``user:password@`` (with or without a scheme) in ``text`` replaced by ``***@``."""
+    return USERINFO.sub(lambda m: f"{m['scheme'] or ''}***@", text)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -65,9 +103,7 @@ def describe(exc: BaseException, timeout_s: float | None = None) -> str:
     if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout)):
         bound = f" in {timeout_s:g} s" if timeout_s is not None else ""
         return f"no answer{bound} (timed out; --timeout sets the bound)"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def note_retry(what: str, reason: str, wait_s: float, next_try: int, tries: int) -> None:
-    """One visible line per retry: what failed, why, how long we wait, which try comes next of how many."""
-    progress.note(f"{what}: {reason}; retrying in {wait_s:.1f} s (try {next_try} of {tries})")
+    if isinstance(exc, httpx.PoolTimeout):
+        return "no free connection (timed out)"
+    text = str(exc) or "the connection closed"
+    return redact(f"{type(exc).__name__}: {text}")

@@ -28,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -52,6 +54,8 @@ class Fault:
     times: int
     #: Upload only: read half the body, leave a ``starter`` asset, then answer ``status``.
     partial_upload: bool = False
+    #: Answer nothing: close the connection with a TCP RST (a dropped or reset connection).
+    reset: bool = False
 
 
 @dataclass
@@ -221,11 +225,15 @@ class FakeGitHub:
                                pages_url=f"{self.web_url}/pages/{{owner}}/{{repo}}")
 
     def inject(self, method: str, path: str, status: int, *, times: int = 1, headers: dict[str, str] | None = None,
-               body: dict[str, Any] | None = None, partial_upload: bool = False) -> None:
-        """The next ``times`` requests matching ``method`` and regex ``path`` answer ``status``."""
+               body: dict[str, Any] | None = None, partial_upload: bool = False, reset: bool = False) -> None:
+        """The next ``times`` requests matching ``method`` and regex ``path`` answer ``status`` (or, with
+        ``reset``, nothing: the connection is reset; logged with status 0)."""
         with self.state.lock:
             self.state.faults.append(Fault(method, re.compile(path), status, headers or {},
-                                           body or {"message": "injected"}, times, partial_upload))
+                                           body or {"message": "injected"}, times, partial_upload, reset))
+
+    def inject_reset(self, method: str, path: str, *, times: int = 1) -> None:
+        self.inject(method, path, 0, times=times, reset=True)
 
     def inject_primary_rate_limit(self, method: str, path: str, reset_in: float) -> None:
         self.inject(method, path, 403, headers={
@@ -233,7 +241,8 @@ class FakeGitHub:
             "x-ratelimit-reset": str(int(time.time() + reset_in)), "x-ratelimit-resource": "core"},
             body={"message": "API rate limit exceeded for user ID 1."})
 
-    def inject_secondary_rate_limit(self, method: str, path: str, retry_after: int) -> None:
+    def inject_secondary_rate_limit(self, method: str, path: str, retry_after: int | str) -> None:
+        """A secondary limit; ``retry_after`` in seconds, or a string (an HTTP date, as RFC 9110 allows)."""
         self.inject(method, path, 429, headers={"retry-after": str(retry_after)},
                     body={"message": "You have exceeded a secondary rate limit."})
 
@@ -303,6 +312,13 @@ class _Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         path, query = unquote(split.path), parse_qs(split.query)
         fault = self._fault(split.path)
+        if fault is not None and fault.reset:
+            with self.st.lock:
+                self.st.log.append((self.command, self.path, 0))
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+            return
         if fault is not None and not fault.partial_upload:
             self._body()
             self._send(fault.status, fault.body, fault.headers)

@@ -1,4 +1,4 @@
-"""Fixtures for publish tests: a started FakeGitHub, built per-arch indexes, clients that never really sleep."""
+"""Fixtures for publish tests: a started FakeGitHub, built per-arch indexes, clients, retries that never sleep."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from rocm_bake.publish.github import GitHubClient
 from rocm_bake.index.build import IndexResult, build_index
 from tests.fake_github import FakeGitHub
 from tests.index_fixtures import arch_wheel_set
+from tests.retry_fixtures import no_waits  # noqa: F401 - re-exported fixture
 
 
 @pytest.fixture
@@ -19,16 +20,9 @@ def gh() -> Iterator[FakeGitHub]:
         yield fake
 
 
-class Sleeps(list):
-    """An injectable ``sleep`` that records instead of waiting."""
-
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
-def make_client(gh: FakeGitHub, token: str | None = "default", sleeps: Sleeps | None = None, **kw) -> GitHubClient:
-    return GitHubClient(gh.full_name, gh.state.token if token == "default" else token, gh.endpoints(),
-                        sleep=sleeps if sleeps is not None else Sleeps(), **kw)
+def make_client(gh: FakeGitHub, token: str | None = "default", **kw) -> GitHubClient:
+    """A client of the fake; tests that meet faults use ``no_waits`` (stamina's testing mode), never a sleep."""
+    return GitHubClient(gh.full_name, gh.state.token if token == "default" else token, gh.endpoints(), **kw)
 
 
 def build_arch_index(tmp: Path, arch: str, names: list[str] | None = None) -> IndexResult:

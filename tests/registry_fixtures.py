@@ -13,6 +13,8 @@ import gzip
 import hashlib
 import io
 import json
+import socket
+import struct
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -27,6 +29,8 @@ import pytest
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
 from rocm_bake.registry.server import start_registry, storage_dir
+
+from retry_fixtures import no_waits  # noqa: F401 - re-exported fixture
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
@@ -57,6 +61,13 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
         pytest.fail(f"cannot start the real registry these tests need: {exc}")
     yield Registry(running.address, root)
     running.stop()
+
+
+def reset_connection(handler: BaseHTTPRequestHandler) -> None:
+    """Answer nothing and close with a TCP RST (SO_LINGER 0): what a dropped connection looks like to a client."""
+    handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    handler.close_connection = True
+    handler.connection.close()
 
 
 # -- building layers -----------------------------------------------------------
@@ -103,6 +114,7 @@ class Layer:
     created_by: str = "COPY /dist/*.whl /wheels/ # buildkit"
     compression: str = "gzip"
     raw: bytes | None = None  # pre-built uncompressed tar (for the bench)
+    blob: bytes | None = None  # pre-built compressed blob of ``raw`` (e.g. several zstd frames)
 
 
 @dataclass
@@ -156,10 +168,18 @@ def compress(tar: bytes, compression: str) -> bytes:
     if compression == "none":
         return tar
     if compression == "zstd":  # a real zstd frame, from the zstd CLI (independent of the code under test)
-        import subprocess
-
-        return subprocess.run(["zstd", "-q", "-c"], input=tar, capture_output=True, check=True).stdout
+        return zstd_cli(tar)
     raise ValueError(compression)
+
+
+def zstd_cli(data: bytes, *args: str) -> bytes:
+    """``data`` compressed by the zstd CLI (Debian's ``zstd``): a producer independent of the code under test."""
+    import shutil
+    import subprocess
+
+    if shutil.which("zstd") is None:
+        pytest.fail("the zstd CLI builds these tests' zstd layers: apt-get install zstd")
+    return subprocess.run(["zstd", "-q", "-c", *args], input=data, capture_output=True, check=True).stdout
 
 
 def push_image(
@@ -177,7 +197,7 @@ def push_image(
     diff_ids: list[str] = []
     for layer in layers:
         tar = layer.raw if layer.raw is not None else tar_bytes(layer.entries)
-        blob = compress(tar, layer.compression)
+        blob = layer.blob if layer.blob is not None else compress(tar, layer.compression)
         diff_ids.append(digest_of(tar))
         descs.append({"mediaType": LAYER_TYPES[(fmt, layer.compression)], "digest": push_blob(address, repo, blob), "size": len(blob)})
     config: dict[str, Any] = {
@@ -216,6 +236,10 @@ def push_index(address: str, repo: str, tag: str, children: dict[str, Pushed], *
 # -- an auth / fault-injecting proxy in front of the real registry ---------------
 
 
+#: An injected "status" that answers nothing and resets the connection.
+RESET = 0
+
+
 @dataclass
 class ProxyState:
     upstream: str
@@ -223,8 +247,10 @@ class ProxyState:
     username: str = "ci"
     password: str = "s3cret"
     token: str = "tok-123"
-    #: statuses to answer once each, in order, before forwarding (e.g. [429, 503]).
+    #: statuses to answer once each, in order, before forwarding (e.g. [429, 503]); RESET drops the connection.
     inject: list[int] = field(default_factory=list)
+    #: the same for the /token realm
+    token_inject: list[int] = field(default_factory=list)
     always: int | None = None
     retry_after: str = "0"
     token_requests: list[dict[str, str]] = field(default_factory=list)
@@ -256,6 +282,15 @@ def make_handler(state: ProxyState, port_box: list[int]) -> type[BaseHTTPRequest
 
             query = {k: v[0] for k, v in parse_qs(urlparse(self.path).query).items()}
             state.token_requests.append(query)
+            with state.lock:
+                status = state.token_inject.pop(0) if state.token_inject else None
+            if status is not None:
+                state.injected.append(status)
+                if status == RESET:
+                    reset_connection(self)
+                else:
+                    self._send(status, b"{}", {"Retry-After": state.retry_after})
+                return
             if not self._basic_ok():
                 self._send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}')
                 return
@@ -287,7 +322,10 @@ def make_handler(state: ProxyState, port_box: list[int]) -> type[BaseHTTPRequest
                 status = state.inject.pop(0) if state.inject else state.always
             if status is not None:
                 state.injected.append(status)
-                self._send(status, b"{}", {"Retry-After": state.retry_after})
+                if status == RESET:
+                    reset_connection(self)
+                    return
+                self._send(status, b"{}", {"Retry-After": state.retry_after} if state.retry_after else None)
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() in ("accept",)}
             with httpx.stream(self.command, f"http://{state.upstream}{self.path}", headers=headers, timeout=60) as resp:

@@ -4,16 +4,31 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rocm_bake.cli import main
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.registry.extract import FETCH_MANIFEST, fetch_wheels, layer_may_hold_wheels
-from rocm_bake.registry.client import RegistryClient
+from rocm_bake.registry.extract import FETCH_MANIFEST, fetch_wheels, layer_may_hold_wheels, open_tar
+from rocm_bake.registry.client import RegistryClient, VerifyingReader
 
-from registry_fixtures import Entry, Layer, Registry, push_image, push_index, registry, wheel  # noqa: F401
+from readonly_fixtures import run_read_only
+from registry_fixtures import (  # noqa: F401 - fixtures
+    Entry,
+    Layer,
+    Registry,
+    push_image,
+    push_index,
+    registry,
+    tar_bytes,
+    wheel,
+    zstd_cli,
+)
 
 TAG950 = "gfx950-rocm10.1.0"
 TAG1201 = "gfx1201-rocm10.1.0"
@@ -275,6 +290,40 @@ def test_zstd_layers_are_fetched_and_streamed(registry: Registry, tmp_path: Path
     result = fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
     assert listing(tmp_path / "wheels" / "gfx950") == {wheel("a"): sha(payload), wheel("b"): sha(b"small")}
     assert result.bytes_fetched < len(payload)  # the compressed layer, not the inflated bytes
+    assert pushed.layers[0]["mediaType"] == "application/vnd.oci.image.layer.v1.tar+zstd"
+
+
+def test_zstd_layer_of_several_frames_and_a_skippable_frame(registry: Registry, tmp_path: Path) -> None:
+    """zstd:chunked-style layers: concatenated frames with a skippable frame between them all read as one tar."""
+    a, b = os.urandom(300_000), os.urandom(200_000)
+    tar = tar_bytes([Entry("wheels", kind="dir"), Entry(f"wheels/{wheel('a')}", a), Entry(f"wheels/{wheel('b')}", b)])
+    cut = len(tar) // 3
+    skippable = struct.pack("<II", 0x184D2A50, 11) + b"toc-or-sums"
+    blob = zstd_cli(tar[:cut]) + skippable + zstd_cli(tar[cut:])
+    pushed = push_image(registry.address, "rocm-bake/zstd-frames", TAG950,
+                        [Layer([], compression="zstd", raw=tar, blob=blob)])
+    fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
+    assert listing(tmp_path / "wheels" / "gfx950") == {wheel("a"): sha(a), wheel("b"): sha(b)}
+
+
+def test_zstd_layers_stream_members_before_the_blob_ends() -> None:
+    """Decompression is streamed: the first wheel is readable after a small part of the compressed blob arrived."""
+    first, second = os.urandom(1 << 20), os.urandom(8 << 20)
+    tar = tar_bytes([Entry(f"wheels/{wheel('a')}", first), Entry(f"wheels/{wheel('b')}", second)])
+    blob = zstd_cli(tar)
+    consumed = [0]
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(blob), 64 << 10):
+            consumed[0] = start + (64 << 10)
+            yield blob[start:start + (64 << 10)]
+
+    reader = VerifyingReader(chunks(), f"sha256:{sha(blob)}", len(blob), "layer")
+    with open_tar(reader, "zstd") as tar_file:
+        member = next(iter(tar_file))
+        got = tar_file.extractfile(member).read()
+        assert got == first and consumed[0] < len(blob) * 0.3, (consumed[0], len(blob))
+    reader.drain()  # the whole blob still verifies
 
 
 @pytest.mark.parametrize(
@@ -337,3 +386,56 @@ def test_an_image_with_no_wheels_is_refused_and_keeps_the_previous_wheels(regist
         fetch_wheels("gfx950", [ref], tmp_path)
     out = tmp_path / "wheels" / "gfx950"
     assert (out / wheel("torch")).read_bytes() == b"t" and (out / FETCH_MANIFEST).is_file()
+
+
+# -- where the wheels go: --out that cannot hold them -------------------------------
+
+
+def test_out_that_is_a_file_is_refused_before_any_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    # port 9 on loopback has no registry: a refusal after a request would be a connection error instead
+    argv = ["wheels", "fetch", "--arch", "gfx950", "--image", f"127.0.0.1:9/rocm-bake/torch:{TAG950}", "--out", str(afile)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rocm-bake: error: --out {afile}: is not a directory") and "Traceback" not in err
+    assert afile.read_text() == "x"
+
+
+def test_read_only_out_is_refused_before_layers_and_an_unchanged_fetch_still_passes(registry: Registry,
+                                                                                  tmp_path: Path) -> None:
+    pushed = push_image(registry.address, "rocm-bake/ro", TAG950, [wheel_layer({wheel("a"): os.urandom(2 << 20)})])
+    ref = pushed.ref(registry.address)
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    fetch = ["wheels", "fetch", "--arch", "gfx950", "--image", ref, "--out", str(dist)]
+    refused = run_read_only(dist, fetch)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert re.fullmatch(rf"rocm-bake: error: cannot write {dist}/wheels/gfx950: {dist} is not writable "
+                        rf"\((read-only file system|permission denied)\); nothing was fetched\n", refused.stderr), refused.stderr
+    assert list(dist.iterdir()) == []
+    fetch_wheels("gfx950", [ref], dist)  # now a real fetch; the same again on a read-only dist writes nothing
+    again = run_read_only(dist, fetch)
+    assert again.returncode == 0 and "unchanged" in again.stdout, again.stderr
+
+
+def test_cli_fetch_shows_one_line_per_layer_and_nothing_with_quiet_or_json(registry: Registry, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pushed = push_image(registry.address, "rocm-bake/lines", TAG950, [wheel_layer({wheel("a"): os.urandom(3 << 20)})])
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+
+    def fetch(out: Path, *flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "rocm_bake", "wheels", "fetch", "--arch", "gfx950", "--image",
+                               pushed.ref(registry.address), "--out", str(out), *flags],
+                              capture_output=True, text=True, timeout=120, env=env)
+
+    shown = fetch(tmp_path / "a")
+    assert shown.returncode == 0, shown.stderr
+    digest = pushed.layers[0]["digest"][7:19]
+    assert re.fullmatch(rf"rocm-bake/lines layer {digest}: 3\.[0-9] MB in [0-9.]+ s \([0-9.]+ [KMG]?B/s\)\n",
+                        shown.stderr), shown.stderr
+    for i, flag in enumerate(("--quiet", "--json")):
+        silent = fetch(tmp_path / f"q{i}", flag)
+        assert silent.returncode == 0 and silent.stderr == "", silent.stderr

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import email.utils
+import io
+import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -11,58 +16,103 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.publish.github import GitHubHTTPError
 from rocm_bake.publish.release import git_blob_sha
 from tests.fake_github import FakeGitHub
-from tests.publish_fixtures import Sleeps, gh, make_client  # noqa: F401 - fixture
+from tests.publish_fixtures import gh, make_client, no_waits  # noqa: F401 - fixtures
 
 TAG_PATH = r"/releases/tags/"
 
 
-def test_primary_rate_limit_waits_until_reset_then_succeeds(gh: FakeGitHub) -> None:
+def lines(notes: io.StringIO) -> list[str]:
+    return notes.getvalue().splitlines()
+
+
+def waited(line: str) -> float:
+    return float(re.search(r": waiting ([0-9.]+) s \(attempt \d+ of \d+\)$", line)[1])
+
+
+def test_primary_rate_limit_waits_until_reset_then_succeeds(gh: FakeGitHub, no_waits: io.StringIO) -> None:
     gh.inject_primary_rate_limit("GET", TAG_PATH, reset_in=30)
-    sleeps = Sleeps()
-    client = make_client(gh, sleeps=sleeps)
+    client = make_client(gh)
     assert client.get_release_by_tag("wheels-gfx950-rocm10.1.0") is None
-    assert len(sleeps) == 1 and 28 <= sleeps[0] <= 32, sleeps
+    [line] = lines(no_waits)
+    assert "rate limit (primary, resets in" in line and line.endswith("(attempt 2 of 5)"), line
+    assert 29 <= waited(line) <= 33 and client.counters.waits == [pytest.approx(waited(line), abs=0.5)]
     assert [s for _m, p, s in gh.state.log if TAG_PATH in p] == [403, 404]
 
 
-def test_secondary_rate_limit_honours_retry_after(gh: FakeGitHub) -> None:
+def test_secondary_rate_limit_honours_retry_after(gh: FakeGitHub, no_waits: io.StringIO) -> None:
     gh.inject_secondary_rate_limit("POST", r"/releases$", retry_after=7)
-    sleeps = Sleeps()
-    release = make_client(gh, sleeps=sleeps).create_release("t1", "n", "b")
-    assert sleeps == [7.0]
+    client = make_client(gh)
+    release = client.create_release("t1", "n", "b")
+    [line] = lines(no_waits)
+    assert "rate limit (secondary, retry-after 7): waiting" in line and 7 <= waited(line) <= 8  # jittered up to 1 s
     assert gh.state.releases[release.id]["tag_name"] == "t1"
 
 
-def test_rate_limit_longer_than_max_wait_is_a_clear_error(gh: FakeGitHub) -> None:
+def test_secondary_rate_limit_retry_after_as_an_http_date(gh: FakeGitHub, no_waits: io.StringIO) -> None:
+    gh.inject_secondary_rate_limit("GET", TAG_PATH, retry_after=email.utils.formatdate(time.time() + 45, usegmt=True))
+    make_client(gh).get_release_by_tag("x")
+    [line] = lines(no_waits)
+    assert 42 <= waited(line) <= 47, line  # the date, not the one-minute default nor the backoff
+
+
+def test_secondary_rate_limit_without_headers_waits_a_minute(gh: FakeGitHub, no_waits: io.StringIO) -> None:
+    gh.inject("GET", TAG_PATH, 403, body={"message": "You have exceeded a secondary rate limit."})
+    make_client(gh).get_release_by_tag("x")
+    [line] = lines(no_waits)
+    assert "rate limit (secondary)" in line and 60 <= waited(line) <= 61
+
+
+def test_rate_limit_longer_than_max_wait_is_a_clear_error(gh: FakeGitHub, no_waits: io.StringIO) -> None:
     gh.inject_primary_rate_limit("GET", TAG_PATH, reset_in=7200)
-    sleeps = Sleeps()
-    with pytest.raises(RocmBakeError, match="rate limited for .* more than the 600 s"):
-        make_client(gh, sleeps=sleeps, max_wait=600).get_release_by_tag("x")
-    assert sleeps == []
+    client = make_client(gh, max_wait=600)
+    with pytest.raises(RocmBakeError, match=r"rate limit \(primary, resets in 7\d+ s\): the server asks for a 7\d+ s "
+                                            r"wait, more than the \d+ s left of the 600 s this run waits; try again"):
+        client.get_release_by_tag("x")
+    assert client.counters.waits == [] and lines(no_waits) == [] and client.counters.requests == 1
 
 
-def test_plain_403_is_not_retried(gh: FakeGitHub) -> None:
+def test_plain_403_is_not_retried(gh: FakeGitHub, no_waits: io.StringIO) -> None:
     gh.inject("POST", r"/releases$", 403, body={"message": "Resource not accessible by integration"})
-    sleeps = Sleeps()
     with pytest.raises(GitHubHTTPError, match="contents:write") as info:
-        make_client(gh, sleeps=sleeps).create_release("t", "n", "b")
-    assert info.value.status == 403 and sleeps == []
+        make_client(gh).create_release("t", "n", "b")
+    assert info.value.status == 403 and lines(no_waits) == []
 
 
-def test_5xx_retried_with_backoff_then_succeeds(gh: FakeGitHub) -> None:
+def test_5xx_retried_with_backoff_then_succeeds(gh: FakeGitHub, no_waits: io.StringIO) -> None:
     gh.inject("GET", TAG_PATH, 502, times=2)
-    sleeps = Sleeps()
-    make_client(gh, sleeps=sleeps, backoff=0.5).get_release_by_tag("x")
-    assert sleeps == [0.5, 1.0]
+    make_client(gh).get_release_by_tag("x")
+    assert [re.search(r": (HTTP \d+): waiting", line)[1] for line in lines(no_waits)] == ["HTTP 502", "HTTP 502"]
+    assert [line.rsplit("(", 1)[1] for line in lines(no_waits)] == ["attempt 2 of 5)", "attempt 3 of 5)"]
 
 
-def test_5xx_gives_a_clear_error_after_max_attempts(gh: FakeGitHub) -> None:
+def test_connection_resets_are_retried(gh: FakeGitHub, no_waits: io.StringIO) -> None:
+    gh.inject_reset("GET", TAG_PATH, times=2)
+    assert make_client(gh).get_release_by_tag("x") is None
+    assert [s for _m, p, s in gh.state.log if TAG_PATH in p] == [0, 0, 404]
+    assert len(lines(no_waits)) == 2 and all(re.search(r"(RemoteProtocolError|ReadError|WriteError)", line)
+                                             for line in lines(no_waits)), lines(no_waits)
+
+
+def test_5xx_gives_a_clear_error_after_max_attempts(gh: FakeGitHub, no_waits: io.StringIO) -> None:
     gh.inject("GET", TAG_PATH, 503, times=100)
-    sleeps = Sleeps()
-    with pytest.raises(RocmBakeError, match=r"HTTP 503 after 4 attempts"):
-        make_client(gh, sleeps=sleeps, max_attempts=4).get_release_by_tag("x")
-    assert sleeps == [1.0, 2.0, 4.0]
+    with pytest.raises(RocmBakeError, match=r"GitHub GET http://127.0.0.1:\d+/repos/octo/rocm-bake/releases/tags/x: "
+                                            r"gave up after 4 attempts in [0-9.]+ s: HTTP 503; GitHub may be degraded"):
+        make_client(gh, max_attempts=4).get_release_by_tag("x")
+    assert len(lines(no_waits)) == 3
     assert len(gh.state.requests("GET", "/releases/tags/")) == 4
+
+
+def test_backoff_is_jittered_and_really_waited(gh: FakeGitHub) -> None:
+    """Outside testing mode the backoff is slept, each wait between the base and the base plus jitter."""
+    gh.inject("GET", TAG_PATH, 500, times=3)
+    client = make_client(gh, backoff=0.05)
+    client.retry = dataclasses.replace(client.retry, wait_jitter_s=0.1)
+    started = time.monotonic()
+    client.get_release_by_tag("x")
+    elapsed = time.monotonic() - started
+    waits, bases = client.counters.waits, [0.05, 0.1, 0.2]  # exponential: initial x 2**(n-1)
+    assert len(waits) == 3 and all(b <= w <= b + 0.1 for w, b in zip(waits, bases)), waits
+    assert any(w > b for w, b in zip(waits, bases)) and elapsed >= sum(waits) * 0.9
 
 
 def test_bad_token_is_401_and_never_echoed(gh: FakeGitHub) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -17,15 +18,16 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.publish.release import Publisher, git_blob_sha, publish, release_tag
 from tests.fake_github import FakeGitHub
 from tests.index_fixtures import NATIVE_TAG, ROCM, GIT, make_wheel, device_files
-from tests.publish_fixtures import Sleeps, build_arch_index, dist, gh, make_client  # noqa: F401 - fixtures
+from tests.publish_fixtures import build_arch_index, dist, gh, make_client, no_waits  # noqa: F401 - fixtures
+from tests.readonly_fixtures import run_read_only
 
 ARCH = "gfx950"
 TAG = release_tag(ARCH)
 TORCH = f"torch-2.15.0a0+{GIT}.{ROCM}-{NATIVE_TAG}.whl"
 
 
-def run(gh: FakeGitHub, dist: Path, arch: str = ARCH, sleeps: Sleeps | None = None, dry_run: bool = False, **kw):
-    return Publisher(make_client(gh, sleeps=sleeps, **kw), arch, dist).run(dry_run=dry_run)
+def run(gh: FakeGitHub, dist: Path, arch: str = ARCH, dry_run: bool = False, **kw):
+    return Publisher(make_client(gh, **kw), arch, dist).run(dry_run=dry_run)
 
 
 def local_files(dist: Path, arch: str = ARCH) -> dict[str, bytes]:
@@ -161,31 +163,44 @@ def test_duplicate_422_with_different_bytes_is_replaced(gh: FakeGitHub, dist: Pa
     assert_release_matches(gh, dist)
 
 
-def test_rate_limits_during_publish_are_waited_out(gh: FakeGitHub, dist: Path) -> None:
+def test_rate_limits_during_publish_are_waited_out(gh: FakeGitHub, dist: Path, no_waits: io.StringIO) -> None:
     gh.inject_secondary_rate_limit("POST", r"/assets$", retry_after=9)
     gh.inject_primary_rate_limit("POST", r"/git/blobs", reset_in=40)
-    sleeps = Sleeps()
-    run(gh, dist, sleeps=sleeps)
-    assert 9.0 in sleeps and any(38 <= s <= 42 for s in sleeps), sleeps
+    client = make_client(gh)
+    Publisher(client, ARCH, dist).run()
+    waits = client.counters.waits
+    assert len(waits) == 2 and any(9 <= w <= 10 for w in waits) and any(39 <= w <= 43 for w in waits), waits
+    shown = no_waits.getvalue()
+    assert "rate limit (secondary, retry-after 9): waiting 9." in shown and "rate limit (primary, resets in" in shown
     assert_release_matches(gh, dist)
     assert gh.state.commit_count() == 1
 
 
-def test_upload_502_mid_body_leaves_starter_which_is_cleaned_and_retried(gh: FakeGitHub, dist: Path) -> None:
+def test_upload_502_mid_body_leaves_starter_which_is_cleaned_and_retried(gh: FakeGitHub, dist: Path,
+                                                                         no_waits: io.StringIO) -> None:
     gh.inject("POST", r"/assets$", 502, times=2, partial_upload=True)
-    sleeps = Sleeps()
-    run(gh, dist, sleeps=sleeps)
+    run(gh, dist)
     assert_release_matches(gh, dist)
-    assert len(sleeps) == 2
+    retries = [line for line in no_waits.getvalue().splitlines() if ": waiting " in line]
+    assert len(retries) == 2 and all(line.startswith("upload of ") and "502" in line for line in retries), retries
 
 
-def test_interrupted_publish_is_completed_by_the_next_run(gh: FakeGitHub, dist: Path) -> None:
+def test_upload_connection_reset_is_retried(gh: FakeGitHub, dist: Path, no_waits: io.StringIO) -> None:
+    gh.inject_reset("POST", r"/assets$", times=2)
+    result = run(gh, dist)
+    assert_release_matches(gh, dist)
+    assert result.uploads == 8 and len(gh.state.requests("POST", "/assets")) == 10
+    assert no_waits.getvalue().count("(attempt 2 of 5)") == 1 and no_waits.getvalue().count("(attempt 3 of 5)") == 1
+
+
+def test_interrupted_publish_is_completed_by_the_next_run(gh: FakeGitHub, dist: Path, no_waits: io.StringIO) -> None:
     run(gh, dist)  # published once; then every asset vanishes and each re-upload dies mid-body ...
     gh.state.assets.clear()
     gh.inject("POST", r"/assets$", 502, times=100, partial_upload=True)
-    with pytest.raises(RocmBakeError, match=r"upload of .* failed 3 times.*run publish again"):
-        run(gh, dist, sleeps=Sleeps(), max_attempts=3)
-    assert all(a["state"] == "starter" for a in gh.state.assets.values())
+    with pytest.raises(RocmBakeError, match=r"upload of .*: gave up after 3 attempts in [0-9.]+ s: .*502.*; "
+                                            r"run publish again to finish"):
+        run(gh, dist, max_attempts=3)
+    assert gh.state.assets == {}  # each failed attempt's starter was deleted
     gh.state.faults.clear()
     # ... and the next one finishes it without a new commit (the pages never changed).
     result = run(gh, dist)
@@ -193,12 +208,12 @@ def test_interrupted_publish_is_completed_by_the_next_run(gh: FakeGitHub, dist: 
     assert result.commits == 0 and result.uploads == 8
 
 
-def test_persistent_5xx_on_git_api_is_a_clear_error_then_recovers(gh: FakeGitHub, dist: Path) -> None:
+def test_persistent_5xx_on_git_api_is_a_clear_error_then_recovers(gh: FakeGitHub, dist: Path,
+                                                                  no_waits: io.StringIO) -> None:
     gh.inject("POST", r"/git/blobs", 500, times=100)
-    sleeps = Sleeps()
-    with pytest.raises(RocmBakeError, match=r"POST .*/git/blobs: HTTP 500 after 5 attempts"):
-        run(gh, dist, sleeps=sleeps)
-    assert sleeps == [1.0, 2.0, 4.0, 8.0]
+    with pytest.raises(RocmBakeError, match=r"GitHub POST .*/git/blobs: gave up after 5 attempts in [0-9.]+ s: HTTP 500"):
+        run(gh, dist)
+    assert no_waits.getvalue().count("HTTP 500: waiting") == 4
     assert "refs/heads/gh-pages" not in gh.state.refs  # readers never see half an index
     gh.state.faults.clear()
     result = run(gh, dist)
@@ -291,6 +306,42 @@ def test_cli_publish_dry_run_then_real(gh: FakeGitHub, dist: Path, capsys, monke
     assert gh.state.token not in out
     code, out, _ = _cli(base, {"GITHUB_TOKEN": gh.state.token}, capsys, monkeypatch)
     assert code == 0 and "0 uploaded, 0 deleted, gh-pages commit none (unchanged)" in out
+
+
+def test_cli_publish_progress_lines_and_quiet(gh: FakeGitHub, dist: Path) -> None:
+    """stderr not a terminal: one line per upload and one for the gh-pages commit; --quiet and --json: none."""
+    e = gh.endpoints()
+    base = [sys.executable, "-m", "rocm_bake", "publish", "--arch", ARCH, "--dist", str(dist), "--repo", gh.full_name,
+            "--api-url", e.api_url, "--uploads-url", e.uploads_url, "--web-url", e.web_url, "--pages-url", e.pages_url]
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()} | {"GITHUB_TOKEN": gh.state.token}
+    first = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env)
+    assert first.returncode == 0, first.stderr
+    lines = first.stderr.splitlines()
+    uploads = [line for line in lines if line.startswith("upload ")]
+    assert len(uploads) == 8 and all(re.search(r": [0-9.]+ (B|KB|MB) in [0-9.]+ s \(.*/s\)$", u) for u in uploads)
+    assert [line for line in lines if line.startswith("gh-pages commit: ")], lines
+    gh.state.assets.clear()  # something to do again, silently
+    for flag in ("--quiet", "--json"):
+        again = subprocess.run(base + [flag], capture_output=True, text=True, timeout=120, env=env)
+        assert again.returncode == 0 and again.stderr == "", again.stderr
+
+
+def test_dist_that_is_a_file_or_read_only(gh: FakeGitHub, dist: Path, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    e = gh.endpoints()
+    urls = ["--repo", gh.full_name, "--api-url", e.api_url, "--uploads-url", e.uploads_url, "--web-url", e.web_url,
+            "--pages-url", e.pages_url]
+    refused = subprocess.run([sys.executable, "-m", "rocm_bake", "publish", "--arch", ARCH, "--dist", str(afile), *urls],
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "GITHUB_TOKEN": "t"})
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith(f"rocm-bake: error: --dist {afile}: is not a directory"), refused.stderr
+    # publishing only reads DIST: a read-only one publishes (the hash cache just is not kept)
+    published = run_read_only(dist, ["publish", "--arch", ARCH, "--dist", str(dist), *urls],
+                              env={"GITHUB_TOKEN": gh.state.token})
+    assert published.returncode == 0, published.stderr
+    assert "hash cache not saved" in published.stderr and "Traceback" not in published.stderr
+    assert_release_matches(gh, dist)
 
 
 # -------------------------------------------------------------- end to end

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
+import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +21,18 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import fetch_wheels
 from rocm_bake.registry.client import RegistryClient, arch_tag, check_ref_for_arch, parse_challenge, parse_ref, scheme_for
 
-from registry_fixtures import Entry, Layer, ProxyState, Registry, proxy, push_image, registry, wheel  # noqa: F401
+from registry_fixtures import (  # noqa: F401 - fixtures
+    RESET,
+    Entry,
+    Layer,
+    ProxyState,
+    Registry,
+    no_waits,
+    proxy,
+    push_image,
+    registry,
+    wheel,
+)
 
 TAG = "gfx950-rocm10.1.0"
 
@@ -72,18 +86,22 @@ def wheel_image(registry: Registry, repo: str, data: bytes) -> str:
 
 
 def test_bearer_token_auth_with_429_and_503_retried(
-    registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path
+    registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path, no_waits: io.StringIO
 ) -> None:
     address, state = proxy
     name = wheel_image(registry, "rocm-bake/authed", b"behind a token" * 100)
     state.inject = [429, 503]
-    client = RegistryClient(address, username="ci", password="s3cret", backoff_s=0.01)
+    client = RegistryClient(address, username="ci", password="s3cret")
     result = fetch_wheels("gfx950", [f"{address}/rocm-bake/authed:{TAG}"], tmp_path, clients={address: client})
     assert [w.name for w in result.wheels] == [name]
     assert (tmp_path / "wheels" / "gfx950" / name).read_bytes() == b"behind a token" * 100
     assert state.injected == [429, 503]
     assert state.token_requests[0] == {"service": "test-registry", "scope": "repository:rocm-bake/authed:pull"}
     assert len(state.token_requests) == 1  # the token is reused, not fetched per request
+    lines = no_waits.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert "HTTP 429 (rate limited): waiting" in lines[0] and lines[0].endswith("(attempt 2 of 6)")
+    assert "HTTP 503: waiting" in lines[1] and lines[1].endswith("(attempt 3 of 6)")
     client.close()
 
 
@@ -111,24 +129,101 @@ def test_basic_auth(registry: Registry, proxy: tuple[str, ProxyState], tmp_path:
 
 
 def test_persistent_5xx_gives_up_with_a_clear_error(
-    registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path
+    registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path, no_waits: io.StringIO
 ) -> None:
     address, state = proxy
     state.mode, state.always = "none", 503
-    client = RegistryClient(address, retries=2, backoff_s=0.01)
-    with pytest.raises(RocmBakeError, match="HTTP 503: still failing after 2 retries"):
+    client = RegistryClient(address, retries=2)
+    with pytest.raises(RocmBakeError, match=r"manifest .*/rocm-bake/any:gfx950-rocm10.1.0: gave up after 3 attempts "
+                                            r"in [0-9.]+ s: HTTP 503$"):
         fetch_wheels("gfx950", [f"{address}/rocm-bake/any:{TAG}"], tmp_path, clients={address: client})
     assert state.injected == [503, 503, 503]
+    assert no_waits.getvalue().count("HTTP 503: waiting") == 2
+    assert not (tmp_path / "wheels").exists()
 
 
 def test_retry_after_is_honoured(registry: Registry, proxy: tuple[str, ProxyState]) -> None:
+    """Not in testing mode: the wait is really slept (and jittered: at least what the server asked)."""
     address, state = proxy
     state.mode, state.inject, state.retry_after = "none", [429], "0.4"
     wheel_image(registry, "rocm-bake/slow", b"s")
     client = RegistryClient(address, backoff_s=0.0)
     start = time.monotonic()
     digest = client.resolve_digest(parse_ref(f"{address}/rocm-bake/slow:{TAG}"))
-    assert time.monotonic() - start >= 0.4 and digest.startswith("sha256:")
+    assert 0.4 <= time.monotonic() - start < 3 and digest.startswith("sha256:")
+
+
+def test_retry_after_as_an_http_date(registry: Registry, proxy: tuple[str, ProxyState], no_waits: io.StringIO) -> None:
+    address, state = proxy
+    state.mode, state.inject = "none", [503]
+    state.retry_after = email.utils.formatdate(time.time() + 40, usegmt=True)
+    wheel_image(registry, "rocm-bake/dated", b"d")
+    assert RegistryClient(address).resolve_digest(parse_ref(f"{address}/rocm-bake/dated:{TAG}")).startswith("sha256:")
+    line = no_waits.getvalue().strip()
+    waited = float(re.search(r"waiting ([0-9.]+) s", line)[1])
+    assert 37 <= waited <= 42, line  # the date, not the default backoff (under a second)
+
+
+def test_a_wait_beyond_the_budget_is_refused_at_once(registry: Registry, proxy: tuple[str, ProxyState],
+                                                     no_waits: io.StringIO) -> None:
+    address, state = proxy
+    state.mode, state.always, state.retry_after = "none", 429, "7200"
+    with pytest.raises(RocmBakeError, match=r"HTTP 429 \(rate limited\): the server asks for a 72\d\d s wait, "
+                                            r"more than the \d+ s left of the 600 s this run waits; try again later"):
+        RegistryClient(address).resolve_digest(parse_ref(f"{address}/rocm-bake/any:{TAG}"))
+    assert state.injected == [429] and no_waits.getvalue() == ""
+
+
+def test_connection_resets_are_retried(registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path,
+                                       no_waits: io.StringIO) -> None:
+    address, state = proxy
+    state.mode = "none"
+    name = wheel_image(registry, "rocm-bake/resets", b"r" * 5000)
+    state.inject = [RESET, RESET, RESET]  # the HEAD, then the manifest GET twice
+    result = fetch_wheels("gfx950", [f"{address}/rocm-bake/resets:{TAG}"], tmp_path, clients={address: RegistryClient(address)})
+    assert [w.name for w in result.wheels] == [name] and state.injected == [RESET] * 3
+    lines = no_waits.getvalue().splitlines()
+    assert len(lines) == 3 and all(re.search(r"(ReadError|RemoteProtocolError|ConnectError).*: waiting", line)
+                                   for line in lines), lines
+
+
+def test_token_realm_failures_are_retried(registry: Registry, proxy: tuple[str, ProxyState],
+                                          no_waits: io.StringIO) -> None:
+    address, state = proxy
+    wheel_image(registry, "rocm-bake/token-faults", b"t")
+    state.token_inject = [503, RESET]
+    client = RegistryClient(address, username="ci", password="s3cret")
+    assert client.resolve_digest(parse_ref(f"{address}/rocm-bake/token-faults:{TAG}")).startswith("sha256:")
+    lines = no_waits.getvalue().splitlines()
+    assert len(lines) == 2 and all("token realm http://127.0.0.1:" in line for line in lines), lines
+    assert len(state.token_requests) == 3
+
+
+def test_a_registry_that_keeps_resetting_gives_up_with_a_clear_error(
+    registry: Registry, proxy: tuple[str, ProxyState], tmp_path: Path, no_waits: io.StringIO
+) -> None:
+    address, state = proxy
+    state.mode, state.always = "none", RESET
+    with pytest.raises(RocmBakeError, match=r"manifest .*: gave up after 6 attempts in [0-9.]+ s: "
+                                            r"(ReadError|RemoteProtocolError|ConnectError)"):
+        fetch_wheels("gfx950", [f"{address}/rocm-bake/any:{TAG}"], tmp_path, clients={address: RegistryClient(address)})
+    assert len(state.injected) == 6 and no_waits.getvalue().count("(attempt ") == 5
+
+
+def test_credentials_in_a_ref_are_refused_and_never_echoed(tmp_path: Path) -> None:
+    for ref in ("ci:s3cret@127.0.0.1:5000/rocm-bake/torch:gfx950-rocm10.1.0",
+                "https://ci:s3cret@ghcr.io/o/torch:gfx950-rocm10.1.0"):
+        with pytest.raises(RocmBakeError, match="credentials in an image ref are refused") as caught:
+            check_ref_for_arch(ref, "gfx950")
+        assert "s3cret" not in str(caught.value) and "ROCM_BAKE_REGISTRY_USERNAME" in str(caught.value)
+    with pytest.raises(RocmBakeError, match="credentials in a registry address") as caught:
+        RegistryClient("ci:s3cret@127.0.0.1:5000")
+    assert "s3cret" not in str(caught.value)
+    result = subprocess.run([sys.executable, "-m", "rocm_bake", "wheels", "fetch", "--arch", "gfx950", "--image",
+                             "ci:s3cret@127.0.0.1:9/rocm-bake/torch:gfx950-rocm10.1.0", "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 2 and "credentials in an image ref are refused" in result.stderr
+    assert "s3cret" not in result.stdout + result.stderr and "Traceback" not in result.stderr
 
 
 def test_manifest_digest_verified_when_pinned(registry: Registry) -> None:

@@ -30,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--pages-url", default=None,
                         help="GitHub Pages base, {owner}/{repo} filled in (default https://{owner}.github.io/{repo})")
     parser.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
-                        help="give up on a GitHub call that sends nothing for this long (default 60)")
+                        help="a GitHub call that sends nothing for this long (API calls: at most 20 s) is tried "
+                             "once more, then publishing stops (default 60)")
     parser.add_argument("--quiet", action="store_true", help="no progress or retry lines on stderr")
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

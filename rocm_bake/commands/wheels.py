@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fetch.add_argument("--wheel-dir", default=None, help="in-image wheel directory (default /wheels/)")
     fetch.add_argument("--all-layers", action="store_true", help="fetch every layer, ignoring the config history")
     fetch.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
-                       help="give up on a registry request that sends nothing for this long (default 60)")
+                       help="a registry that sends nothing for this long (metadata calls: at most 20 s) is "
+                            "tried once more, then the fetch fails (default 60)")
     fetch.add_argument("--quiet", action="store_true", help="no progress or retry lines on stderr")
     fetch.add_argument("--json", action="store_true", help="print the result as JSON")
     fetch.set_defaults(func=run)

@@ -13,12 +13,18 @@ endpoint follows GitHub's documented contract (REST API version 2022-11-28):
   may leave an empty asset with a state of ``starter``."
 * Primary rate limit: ``403``/``429`` with ``x-ratelimit-remaining: 0`` — wait
   until ``x-ratelimit-reset`` (epoch seconds). Secondary: ``retry-after``
-  seconds, or at least a minute when neither header is sent.
-* ``5xx`` and dropped connections are retried with exponential backoff, then
-  a clear error naming the request.
+  (seconds, or an HTTP date), or at least a minute when neither header is sent.
+* ``5xx`` and dropped or reset connections are retried with jittered
+  exponential backoff, then a clear error naming the request.
+
+Waiting and retrying follow the one policy of ``rocm_bake.retry`` (stamina),
+each wait a visible line; a rate limit whose reset lies beyond the retry
+budget is a clear error at once, not an hour of silence.
 
 The token is sent only as ``Authorization: Bearer``; it never appears in an
-error message, a repr, or a log line.
+error message, a repr, or a log line, and it never travels over plain http
+off loopback (``GitHubEndpoints`` refuses such a URL, and one with
+credentials in it, without echoing them).
 """
 
 from __future__ import annotations
@@ -29,14 +35,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 from pydantic import BaseModel, model_validator
 
 from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.http_waits import DEFAULT_TIMEOUT_S, describe, http_timeout, note_retry, retry_after_seconds
+from rocm_bake.http_waits import (
+    DEFAULT_TIMEOUT_S,
+    describe,
+    http_timeout,
+    is_loopback,
+    redact,
+    redact_url,
+    retry_after_seconds,
+)
+from rocm_bake.retry import RetryPolicy, Retryable
 
 API_VERSION = "2022-11-28"
 #: "Each file included in a release must be under 2 GiB."
@@ -48,20 +63,6 @@ MAX_GIT_BLOB_BYTES = 100 * 1024**2
 #: A secondary limit without headers: "wait for at least one minute".
 SECONDARY_DEFAULT_WAIT = 60.0
 UPLOAD_CHUNK = 1 << 20
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any ``user:password@`` replaced, for messages."""
-    parts = urlsplit(url)
-    if not (parts.username or parts.password):
-        return url
-    host = parts.hostname or ""
-    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 class GitHubEndpoints(BaseModel):
@@ -135,10 +136,12 @@ class TreeEntry(BaseModel):
 class GitHubHTTPError(RocmBakeError):
     """A GitHub answer we do not retry; carries the status and the parsed error codes."""
 
-    def __init__(self, message: str, status: int, codes: list[str]) -> None:
+    def __init__(self, message: str, status: int, codes: list[str], *, timed_out: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.codes = codes
+        #: status 0 only: no answer within ``--timeout`` (rather than a reset connection)
+        self.timed_out = timed_out
 
 
 @dataclass
@@ -167,10 +170,12 @@ def _error_codes(response: httpx.Response) -> tuple[str, list[str]]:
 
 
 class GitHubClient:
-    """One repository's REST client with rate-limit waits and 5xx backoff.
+    """One repository's REST client; rate limits, 5xx and dropped connections go through one retry policy.
 
-    ``sleep`` and ``clock`` are injectable so tests exercise real waits
-    without spending them.
+    ``max_attempts`` bounds the attempts of one call, ``max_wait`` its total
+    time (a rate-limit reset further away is a clear error at once),
+    ``backoff`` the first backoff; ``timeout`` the silence a request may meet.
+    ``clock`` reads ``x-ratelimit-reset`` (epoch seconds) against now.
     """
 
     def __init__(
@@ -179,7 +184,6 @@ class GitHubClient:
         token: str | None,
         endpoints: GitHubEndpoints | None = None,
         *,
-        sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         max_attempts: int = 5,
         backoff: float = 1.0,
@@ -190,9 +194,10 @@ class GitHubClient:
             raise RocmBakeError(f"GitHub repo {repo!r}: expected OWNER/NAME")
         self.repo = repo
         self.endpoints = endpoints or GitHubEndpoints()
-        self.sleep, self.clock = sleep, clock
-        self.max_attempts, self.backoff, self.max_wait = max_attempts, backoff, max_wait
+        self.clock = clock
         self.counters = Counters()
+        self.retry = RetryPolicy(attempts=max_attempts, budget_s=max_wait, wait_initial_s=backoff,
+                                 wait_max_s=60.0, on_wait=self.counters.waits.append)
         self._has_token = bool(token)
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
                    "User-Agent": "rocm-bake"}
@@ -200,6 +205,10 @@ class GitHubClient:
             headers["Authorization"] = f"Bearer {token}"
         self.timeout = timeout
         self._http = httpx.Client(headers=headers, timeout=http_timeout(timeout), follow_redirects=False)
+
+    @property
+    def max_attempts(self) -> int:
+        return self.retry.attempts
 
     def __repr__(self) -> str:  # never the token
         return f"GitHubClient({self.repo!r}, api={self.endpoints.api_url!r})"
@@ -218,33 +227,30 @@ class GitHubClient:
     def api(self, path: str) -> str:
         return f"{self.endpoints.api_url.rstrip('/')}/repos/{self.repo}{path}"
 
-    def _rate_limit_wait(self, response: httpx.Response) -> float | None:
-        """Seconds to wait for a rate-limited answer, or None when it is not one."""
+    def _rate_limit(self, response: httpx.Response) -> Retryable | None:
+        """A rate-limited answer as a retry with GitHub's own wait, or None when it is not one.
+
+        Primary: ``x-ratelimit-remaining: 0`` → until ``x-ratelimit-reset``.
+        Secondary: ``retry-after`` (seconds or an HTTP date), else "wait for at
+        least one minute". A plain 403 is permissions, not a limit.
+        """
         if response.status_code not in (403, 429):
             return None
         headers = response.headers
         if headers.get("retry-after"):
             after = retry_after_seconds(headers["retry-after"], now=self.clock())  # seconds or an HTTP date
-            return SECONDARY_DEFAULT_WAIT if after is None else after
+            wait = SECONDARY_DEFAULT_WAIT if after is None else after
+            return Retryable(f"rate limit (secondary, retry-after {headers['retry-after']})", wait_s=wait)
         if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
             try:
-                return max(0.0, float(headers["x-ratelimit-reset"]) - self.clock()) + 1.0
+                wait = max(0.0, float(headers["x-ratelimit-reset"]) - self.clock()) + 1.0
             except ValueError:
-                return SECONDARY_DEFAULT_WAIT
+                wait = SECONDARY_DEFAULT_WAIT
+            return Retryable(f"rate limit (primary, resets in {wait:.0f} s)", wait_s=wait)
         message, _ = _error_codes(response)
         if response.status_code == 429 or "rate limit" in message.lower():
-            return SECONDARY_DEFAULT_WAIT
-        return None  # a plain 403: permissions, not a limit
-
-    def _wait(self, seconds: float, what: str) -> None:
-        if seconds > self.max_wait:
-            raise RocmBakeError(
-                f"GitHub {what}: rate limited for {seconds:.0f} s, more than the {self.max_wait:.0f} s "
-                f"this run will wait; try again later"
-            )
-        self.counters.waits.append(seconds)
-        progress.note(f"GitHub {what}: rate limited; waiting {seconds:.0f} s")
-        self.sleep(seconds)
+            return Retryable("rate limit (secondary)", wait_s=SECONDARY_DEFAULT_WAIT)
+        return None
 
     def request(
         self,
@@ -258,51 +264,40 @@ class GitHubClient:
         ok: tuple[int, ...] = (200,),
         retry_5xx: bool = True,
     ) -> httpx.Response:
-        """Send one request; wait out rate limits, back off on 5xx; raise on anything else not ``ok``.
+        """Send one request under the retry policy; raise on anything else not ``ok``.
 
-        ``content`` is a factory so a retry re-reads the body from the start.
+        ``content`` is a factory so a retry re-reads the body from the start; a
+        request with a body streams it (``--timeout`` bounds each write), one
+        without is a metadata call (answered within seconds). ``retry_5xx=False``
+        leaves 5xx and dropped connections to the caller (an upload may leave a
+        ``starter`` asset to clean first); rate limits are still waited out.
         """
-        what = f"{method} {url.split('?')[0]}"
-        failures = 0
-        while True:
+        what = f"GitHub {method} {redact(url.split('?')[0])}"
+        timeout = http_timeout(self.timeout, metadata=content is None)
+
+        def once() -> httpx.Response:
             self.counters.requests += 1
             try:
                 response = self._http.request(
-                    method, url, json=json, params=params, headers=headers,
+                    method, url, json=json, params=params, headers=headers, timeout=timeout,
                     content=content() if content is not None else None,
                 )
             except httpx.TransportError as exc:
-                failures += 1
                 reason = describe(exc, self.timeout)
                 if not retry_5xx:
-                    raise GitHubHTTPError(f"GitHub {what}: {reason}", 0, []) from None
-                if failures >= self.max_attempts:
-                    raise RocmBakeError(f"GitHub {what}: gave up after {failures} attempts: {reason}") from None
-                wait = self.backoff * 2 ** (failures - 1)
-                note_retry(f"GitHub {what}", reason, wait, failures + 1, self.max_attempts)
-                self.sleep(wait)
-                continue
+                    raise GitHubHTTPError(f"{what}: {reason}", 0, [],
+                                          timed_out=isinstance(exc, httpx.TimeoutException)) from None
+                raise Retryable(reason, timed_out=isinstance(exc, httpx.TimeoutException)) from None
             if response.status_code in ok:
                 return response
-            wait = self._rate_limit_wait(response)
-            if wait is not None:
-                failures += 1
-                if failures >= self.max_attempts * 2:
-                    raise RocmBakeError(f"GitHub {what}: still rate limited after {failures} attempts")
-                self._wait(wait, what)
-                continue
+            limited = self._rate_limit(response)
+            if limited is not None:
+                raise limited
             if response.status_code >= 500 and retry_5xx:
-                failures += 1
-                if failures >= self.max_attempts:
-                    raise RocmBakeError(
-                        f"GitHub {what}: HTTP {response.status_code} after {failures} attempts; "
-                        f"GitHub may be degraded, try again later"
-                    )
-                wait = self.backoff * 2 ** (failures - 1)
-                note_retry(f"GitHub {what}", f"HTTP {response.status_code}", wait, failures + 1, self.max_attempts)
-                self.sleep(wait)
-                continue
+                raise Retryable(f"HTTP {response.status_code}")
             raise self._http_error(what, response)
+
+        return self.retry.call(what, once, hint="GitHub may be degraded or rate limiting; try again later")
 
     def _http_error(self, what: str, response: httpx.Response) -> GitHubHTTPError:
         message, codes = _error_codes(response)
@@ -310,11 +305,12 @@ class GitHubClient:
         if status == 401:
             hint = ("GITHUB_TOKEN was rejected (bad or expired credentials)" if self._has_token
                     else "no token was given; set GITHUB_TOKEN")
-            text = f"GitHub {what}: 401 {message or 'Requires authentication'}: {hint}"
-        elif status in (403, 404) and self._has_token and what.startswith(("POST", "PATCH", "DELETE")):
-            text = (f"GitHub {what}: {status} {message}: the token needs contents:write on {self.repo}")
+            text = f"{what}: 401 {message or 'Requires authentication'}: {hint}"
+        elif status in (403, 404) and self._has_token and what.startswith(("GitHub POST", "GitHub PATCH",
+                                                                             "GitHub DELETE")):
+            text = (f"{what}: {status} {message}: the token needs contents:write on {self.repo}")
         else:
-            text = f"GitHub {what}: {status} {message}" + (f" ({', '.join(codes)})" if codes else "")
+            text = f"{what}: {status} {message}" + (f" ({', '.join(codes)})" if codes else "")
         return GitHubHTTPError(text, status, codes)
 
     def _paged(self, url: str) -> Iterator[Any]:

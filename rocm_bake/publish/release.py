@@ -47,6 +47,7 @@ from pydantic import BaseModel
 from rocm_bake.index.target import IndexTarget
 from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.retry import Retryable
 
 if TYPE_CHECKING:
     from rocm_bake.publish.landing import IndexSummary
@@ -231,7 +232,10 @@ def _hash_all(paths: list[Path], cache: HashCache) -> dict[str, str]:
         cache.record(CacheEntry(key=key, sha256=sha))
         out[path.name] = sha
     cache.keep_only({os.path.abspath(p) for p in paths})
-    cache.save()
+    try:
+        cache.save()
+    except OSError as exc:  # publishing only reads DIST: a read-only one still publishes, just unremembered
+        progress.note(f"{cache.path}: hash cache not saved ({exc.strerror or exc}); the next publish hashes again")
     return out
 
 
@@ -267,6 +271,9 @@ def read_local_index(dist: Path, arch: str, wheel_url: str | None = None) -> Loc
     or hand-edited index is refused rather than published.
     """
     IndexTarget.parse(arch)  # one arch, or a fat build's ;-list
+    if Path(dist).exists() and not Path(dist).is_dir():
+        raise RocmBakeError(f"--dist {dist}: is not a directory (expected the DIST that `rocm-bake index build` "
+                            f"wrote index/<arch>/ into)")
     root = index_dir(Path(dist), arch)
     if not is_rocm_bake_index(root):
         raise RocmBakeError(f"{root}: no rocm-bake index for {arch}; run `rocm-bake index build --arch {arch}` first")
@@ -393,11 +400,12 @@ def plan_pages(arch: str, desired: dict[str, bytes], current: dict[str, str], br
 def upload_verified(client: GitHubClient, release_id: int, f: LocalFile) -> Asset:
     """Upload ``f`` until GitHub holds exactly it; a duplicate name is compared, not fatal.
 
-    A 5xx "may leave an empty asset with a state of starter" — it is deleted
-    before the next attempt, and the next run finishes whatever this one
-    could not.
+    Retried under the client's one retry policy. A 5xx "may leave an empty
+    asset with a state of starter" — it is deleted before the next attempt,
+    and the next run finishes whatever this one could not.
     """
-    for attempt in range(1, client.max_attempts + 1):
+
+    def once() -> Asset:
         try:
             asset = client.upload_asset(release_id, f.name, Path(f.path))
         except GitHubHTTPError as exc:
@@ -407,23 +415,25 @@ def upload_verified(client: GitHubClient, release_id: int, f: LocalFile) -> Asse
                     return existing  # a concurrent publisher put the very same file there
                 if existing is not None:
                     client.delete_asset(existing.id)
-                continue
+                raise Retryable("another asset of that name appeared meanwhile (deleted it)", wait_s=0.0) from None
             if exc.status == 0 or exc.status >= 500:
-                if attempt == client.max_attempts:
-                    raise RocmBakeError(f"upload of {f.name} failed {attempt} times (last: {exc}); "
-                                        f"run publish again to finish") from None
-                for stale in client.list_assets(release_id):
-                    if stale.name == f.name and stale.state != "uploaded":
-                        client.delete_asset(stale.id)
-                client.sleep(client.backoff * 2 ** (attempt - 1))
-                continue
+                _delete_starters(client, release_id, f.name)
+                raise Retryable(str(exc).removeprefix("GitHub "), timed_out=exc.timed_out) from None
             raise
         problem = None if asset.name == f.name else f"GitHub stored it as {asset.name!r}"
         problem = problem or _same(asset, f)
         if problem:
             raise RocmBakeError(f"upload of {f.name} did not verify: {problem}")
         return asset
-    raise RocmBakeError(f"upload of {f.name}: the name kept colliding with another asset; run publish again")
+
+    return client.retry.call(f"upload of {f.name}", once, hint="run publish again to finish")
+
+
+def _delete_starters(client: GitHubClient, release_id: int, name: str) -> None:
+    """Delete the empty ``starter`` asset a failed upload may leave, so the name is free again."""
+    for stale in client.list_assets(release_id):
+        if stale.name == name and stale.state != "uploaded":
+            client.delete_asset(stale.id)
 
 
 def commit_pages(client: GitHubClient, arch: str, tag: str, desired: dict[str, bytes]) -> tuple[str | None, dict[str, str]]:
@@ -442,17 +452,11 @@ def commit_pages(client: GitHubClient, arch: str, tag: str, desired: dict[str, b
         site_changed = {path: data for path, data in site.items() if every.get(path) != git_blob_sha(data)}
         if not change.needed and not site_changed:
             return None, want
-        entries: list[dict[str, object]] = []
-        progress.note(f"gh-pages: committing {len(change.added)} added, {len(change.changed)} changed, "
-                      f"{len(change.removed)} removed under {prefix}"
-                      + (" and the landing page" if site_changed else ""))
-        for path, data in site_changed.items():
-            entries.append({"path": path, "mode": BLOB_MODE, "type": "blob", "sha": client.create_blob(data)})
-        for path in change.added + change.changed:
-            sha = client.create_blob(desired[path])
-            if sha != want[path]:
-                raise RocmBakeError(f"GitHub stored {path} as blob {sha}, expected {want[path]}")
-            entries.append({"path": path, "mode": BLOB_MODE, "type": "blob", "sha": sha})
+        blobs = {**site_changed, **{path: desired[path] for path in change.added + change.changed}}
+        label = (f"gh-pages commit: {len(change.added)} added, {len(change.changed)} changed, "
+                 f"{len(change.removed)} removed under {prefix}" + (" + landing page" if site_changed else ""))
+        with progress.track(label, sum(len(data) for data in blobs.values())) as advance:
+            entries = _upload_blobs(client, blobs, advance)
         entries += [{"path": path, "mode": BLOB_MODE, "type": "blob", "sha": None} for path in change.removed]
         new_tree = client.create_tree(tree, entries)
         if new_tree == tree:
@@ -466,6 +470,19 @@ def commit_pages(client: GitHubClient, arch: str, tag: str, desired: dict[str, b
             raise
         return commit, want
     raise RocmBakeError(f"{PAGES_BRANCH} kept moving while publishing {arch}; run publish again")
+
+
+def _upload_blobs(client: GitHubClient, blobs: dict[str, bytes],
+                  advance: progress.Advance) -> list[dict[str, object]]:
+    """One git blob per changed file, each checked against the id git gives its bytes; tree entries for them."""
+    entries: list[dict[str, object]] = []
+    for path, data in blobs.items():
+        sha = client.create_blob(data)
+        if sha != git_blob_sha(data):
+            raise RocmBakeError(f"GitHub stored {path} as blob {sha}, expected {git_blob_sha(data)}")
+        entries.append({"path": path, "mode": BLOB_MODE, "type": "blob", "sha": sha})
+        advance(len(data))
+    return entries
 
 
 def ensure_release(client: GitHubClient, arch: str, tag: str, rocm_version: str, create: bool) -> Release:

@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,7 +27,8 @@ from pydantic import BaseModel
 from rocm_bake.arch import validate_arch
 from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.http_waits import DEFAULT_TIMEOUT_S, describe, http_timeout, note_retry, retry_after_seconds
+from rocm_bake.http_waits import DEFAULT_TIMEOUT_S, describe, http_timeout, redact, redact_url, retry_after_seconds
+from rocm_bake.retry import RetryPolicy, Retryable
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -51,6 +51,8 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 REPO = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
 CHUNK = 1 << 20
+#: A drop after this many new bytes resumes at once with a fresh retry count (the link works, it is just long).
+RESUME_FRESH_BYTES = 1 << 20
 #: Blobs smaller than this (configs, small layers) get no progress line.
 PROGRESS_MIN_BYTES = 1 << 20
 MAX_MANIFEST_BYTES = 4 << 20
@@ -93,6 +95,13 @@ class ImageRef(BaseModel):
 def parse_ref(ref: str) -> ImageRef:
     """Parse a fully-qualified image ref; the registry host must be explicit."""
     text = ref.strip()
+    scheme, has_scheme, rest = text.partition("://")
+    if "@" in (rest if has_scheme else text).split("/", 1)[0]:  # user:password@registry/...: never echoed or sent
+        raise RocmBakeError(f"image ref {redact(text)!r}: credentials in an image ref are refused; "
+                            f"set {ENV_USERNAME}/{ENV_PASSWORD}")
+    if has_scheme and "/" not in scheme:
+        raise RocmBakeError(f"image ref {text!r}: an image ref has no scheme; drop {scheme}:// "
+                            f"(e.g. 127.0.0.1:5000/rocm-bake/torch:{arch_tag('gfx950', '10.1.0')})")
     name, _, digest = text.partition("@")
     if digest and not DIGEST.match(digest):
         raise RocmBakeError(f"image ref {ref!r}: digest {digest!r} is not sha256:<64 hex>")
@@ -202,12 +211,11 @@ class VerifyingReader:
     size is refused, so a registry cannot feed an endless stream.
     """
 
-    def __init__(self, chunks: Iterator[bytes], digest: str, size: int, what: str, counter: "RegistryClient") -> None:
+    def __init__(self, chunks: Iterator[bytes], digest: str, size: int, what: str) -> None:
         self.chunks = chunks
         self.expected = digest
         self.size = size
         self.what = what
-        self.counter = counter
         self.hash = hashlib.sha256()
         self.seen = 0
         self.buffer = b""
@@ -223,7 +231,6 @@ class VerifyingReader:
         except httpx.HTTPError as exc:
             raise RocmBakeError(f"{self.what}: transfer failed after {self.seen} bytes: {exc}") from exc
         self.seen += len(chunk)
-        self.counter.bytes_fetched += len(chunk)
         if self.seen > self.size:
             raise RocmBakeError(f"{self.what}: registry sent more than the declared {self.size} bytes")
         self.hash.update(chunk)
@@ -266,7 +273,13 @@ class VerifyingReader:
 
 
 class RegistryClient:
-    """Pull-side client for one registry host; counts every byte fetched."""
+    """Pull-side client for one registry host; counts every byte fetched.
+
+    Retries follow the one policy of ``rocm_bake.retry`` (5xx, 429 with its
+    ``Retry-After``, dropped or reset connections, one more try after a
+    timeout), each wait a visible line; ``retries`` is the number of retries
+    after the first attempt and ``budget_s`` the total time one call may take.
+    """
 
     def __init__(
         self,
@@ -276,17 +289,18 @@ class RegistryClient:
         password: str | None = None,
         retries: int = 5,
         backoff_s: float = 0.5,
-        max_retry_after_s: float = 30.0,
+        budget_s: float = 600.0,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        if "@" in registry:
+            raise RocmBakeError(f"registry {redact(registry)!r}: credentials in a registry address are refused; "
+                                f"set {ENV_USERNAME}/{ENV_PASSWORD}")
         self.registry = registry
         self.timeout_s = timeout_s
         self.base = f"{scheme_for(registry)}://{registry}"
         self.username = username if username is not None else os.environ.get(ENV_USERNAME)
         self.password = password if password is not None else os.environ.get(ENV_PASSWORD)
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self.max_retry_after_s = max_retry_after_s
+        self.retry = RetryPolicy(attempts=retries + 1, budget_s=budget_s, wait_initial_s=backoff_s)
         self.http = httpx.Client(timeout=http_timeout(timeout_s), follow_redirects=True)
         self.tokens: dict[str, str] = {}
         self.auth_header: dict[str, str] = {}
@@ -303,44 +317,47 @@ class RegistryClient:
 
     # -- transport -------------------------------------------------------
 
-    def _delay(self, response: httpx.Response | None, attempt: int) -> float:
-        if response is not None:
-            after = retry_after_seconds(response.headers.get("Retry-After"))  # seconds or an HTTP date
-            if after is not None:
-                return min(after, self.max_retry_after_s)
-        return self.backoff_s * (2**attempt)
+    def _transport_failure(self, exc: httpx.TransportError) -> Retryable:
+        return Retryable(describe(exc, self.timeout_s), timed_out=isinstance(exc, httpx.TimeoutException))
+
+    @staticmethod
+    def _status_failure(response: httpx.Response) -> Retryable:
+        """A 5xx or 429, with the server's ``Retry-After`` (seconds or an HTTP date) when it sent one."""
+        status = response.status_code
+        reason = f"HTTP {status}" + (" (rate limited)" if status == 429 else "")
+        return Retryable(reason, wait_s=retry_after_seconds(response.headers.get("Retry-After")))
 
     def _token(self, params: dict[str, str], what: str) -> str:
         realm = params.get("realm")
         if not realm:
             raise RocmBakeError(f"{what}: Bearer challenge from {self.registry} has no realm")
+        shown = redact_url(realm)
         query = {k: params[k] for k in ("service", "scope") if k in params}
         auth = (self.username, self.password) if self.username and self.password else None
-        for attempt in range(self.retries + 1):
+
+        def once() -> httpx.Response:
             try:
-                resp = self.http.get(realm, params=query, auth=auth)
+                resp = self.http.get(realm, params=query, auth=auth,
+                                     timeout=http_timeout(self.timeout_s, metadata=True))
             except httpx.TransportError as exc:
-                if attempt == self.retries:
-                    raise RocmBakeError(f"{what}: token realm {realm} unreachable: {describe(exc, self.timeout_s)}") from exc
-                wait = self._delay(None, attempt)
-                note_retry(f"{what}: token realm", describe(exc, self.timeout_s), wait, attempt + 2, self.retries + 1)
-                time.sleep(wait)
-                continue
-            if (resp.status_code >= 500 or resp.status_code == 429) and attempt < self.retries:
-                wait = self._delay(resp, attempt)
-                note_retry(f"{what}: token realm", f"HTTP {resp.status_code}", wait, attempt + 2, self.retries + 1)
-                time.sleep(wait)
-                continue
-            break
+                raise self._transport_failure(exc) from exc
+            if resp.status_code >= 500 or resp.status_code == 429:
+                raise self._status_failure(resp)
+            return resp
+
+        resp = self.retry.call(f"{what}: token realm {shown}", once)
         if resp.status_code in (401, 403):
             who = f"as {self.username!r}" if auth else f"anonymously (set {ENV_USERNAME}/{ENV_PASSWORD})"
-            raise RocmBakeError(f"{what}: token realm {realm} refused a token {who}: HTTP {resp.status_code}")
+            raise RocmBakeError(f"{what}: token realm {shown} refused a token {who}: HTTP {resp.status_code}")
         if resp.status_code != 200:
-            raise RocmBakeError(f"{what}: token realm {realm} answered HTTP {resp.status_code}")
-        body = resp.json()
-        token = body.get("token") or body.get("access_token")
+            raise RocmBakeError(f"{what}: token realm {shown} answered HTTP {resp.status_code}")
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
         if not token:
-            raise RocmBakeError(f"{what}: token realm {realm} returned no token")
+            raise RocmBakeError(f"{what}: token realm {shown} returned no token")
         return str(token)
 
     def _authorize(self, response: httpx.Response, what: str) -> bool:
@@ -359,27 +376,17 @@ class RegistryClient:
             return True
         return False
 
-    @contextmanager
-    def _request(self, method: str, path: str, what: str, headers: dict[str, str] | None = None) -> Iterator[httpx.Response]:
-        """Send with auth and retries; yield a streaming 2xx response."""
-        url = f"{self.base}{path}"
-        attempt = 0
+    def _send(self, method: str, url: str, what: str, headers: dict[str, str] | None, stream: bool) -> httpx.Response:
+        """One attempt, auth challenges answered on the way: a 2xx response, a clear error, or ``Retryable``."""
         auth_tries = 0
+        timeout = http_timeout(self.timeout_s, metadata=not stream)
         while True:
-            req_headers = {**(headers or {}), **self.auth_header}
+            request = self.http.build_request(method, url, headers={**(headers or {}), **self.auth_header},
+                                              timeout=timeout)
             try:
-                request = self.http.build_request(method, url, headers=req_headers)
                 response = self.http.send(request, stream=True)
             except httpx.TransportError as exc:
-                if attempt >= self.retries:
-                    raise RocmBakeError(
-                        f"{what}: {self.registry} gave up after {attempt + 1} tries: {describe(exc, self.timeout_s)}"
-                    ) from exc
-                wait = self._delay(None, attempt)
-                note_retry(f"{what}", describe(exc, self.timeout_s), wait, attempt + 2, self.retries + 1)
-                time.sleep(wait)
-                attempt += 1
-                continue
+                raise self._transport_failure(exc) from exc
             status = response.status_code
             if status == 401 and auth_tries < 2:
                 response.close()
@@ -387,21 +394,28 @@ class RegistryClient:
                 if self._authorize(response, what):
                     continue
                 self._raise(response, what)
-            if (status >= 500 or status == 429) and attempt < self.retries:
+            if status >= 500 or status == 429:
                 response.close()
-                wait = self._delay(response, attempt)
-                note_retry(f"{what}", f"HTTP {status}", wait, attempt + 2, self.retries + 1)
-                time.sleep(wait)
-                attempt += 1
-                continue
+                raise self._status_failure(response)
             if status >= 300:
                 response.close()
                 self._raise(response, what)
-            try:
-                yield response
-            finally:
-                response.close()
-            return
+            return response
+
+    @contextmanager
+    def _request(self, method: str, path: str, what: str, headers: dict[str, str] | None = None,
+                 stream: bool = False) -> Iterator[httpx.Response]:
+        """Send with auth and the retry policy; yield a 2xx response, its body still to be read.
+
+        ``stream`` bodies (blobs) are bounded by inactivity (``--timeout``);
+        metadata answers by ``METADATA_TIMEOUT_S`` at most.
+        """
+        url = f"{self.base}{path}"
+        response = self.retry.call(what, lambda: self._send(method, url, what, headers, stream))
+        try:
+            yield response
+        finally:
+            response.close()
 
     def _raise(self, response: httpx.Response, what: str) -> None:
         status = response.status_code
@@ -409,8 +423,7 @@ class RegistryClient:
             401: f"authentication required (set {ENV_USERNAME}/{ENV_PASSWORD} for a private registry)",
             403: "access denied for these credentials",
             404: "not found (wrong repository, tag or digest?)",
-            429: f"rate limited, still after {self.retries} retries",
-        }.get(status, f"still failing after {self.retries} retries" if status >= 500 else "unexpected status")
+        }.get(status, "unexpected status")
         raise RocmBakeError(f"{what}: {self.registry} answered HTTP {status}: {hint}")
 
     # -- manifests -------------------------------------------------------
@@ -490,7 +503,7 @@ class RegistryClient:
         chunks = self._blob_chunks(repository, desc, what)
         if desc.size < PROGRESS_MIN_BYTES:  # configs and manifests: no progress line
             try:
-                yield VerifyingReader(chunks, desc.digest, desc.size, what, self)
+                yield VerifyingReader(chunks, desc.digest, desc.size, what)
             finally:
                 chunks.close()
             return
@@ -502,7 +515,7 @@ class RegistryClient:
                     yield chunk
 
             try:
-                yield VerifyingReader(counted(), desc.digest, desc.size, what, self)
+                yield VerifyingReader(counted(), desc.digest, desc.size, what)
             finally:
                 chunks.close()
 
@@ -512,42 +525,46 @@ class RegistryClient:
         A multi-GB layer is not thrown away for a dropped connection. A registry
         that ignores ``Range`` (answers 200) gets a clean restart: the bytes we
         already passed on are skipped in the new stream. Either way the reader
-        verifies the sha256 of the whole blob.
+        verifies the sha256 of the whole blob. A drop after new bytes arrived
+        resumes at once with a fresh retry count; one before any backs off.
         """
         path = f"/v2/{repository}/blobs/{desc.digest}"
-        sent = 0
-        drops = 0
-        while True:
+        reached = [0]
+
+        def transfer() -> Iterator[bytes]:
+            sent = start = reached[0]
             headers = {"Range": f"bytes={sent}-"} if sent else None
-            try:
-                with self._request("GET", path, what, headers=headers) as resp:
-                    skip = 0
-                    if sent:
-                        start = _range_start(resp.headers.get("Content-Range")) if resp.status_code == 206 else None
-                        if start is None:
-                            skip = sent  # Range ignored: the whole blob again; drop what we already have
-                        elif start != sent:
-                            raise RocmBakeError(f"{what}: asked to resume at byte {sent}, got byte {start}")
-                    for chunk in resp.iter_raw(CHUNK):
-                        if skip:
-                            cut = min(skip, len(chunk))
-                            chunk, skip = chunk[cut:], skip - cut
-                            if not chunk:
-                                continue
-                        sent += len(chunk)
-                        yield chunk
-                    return
-            except httpx.TransportError as exc:
-                drops += 1
-                if drops > self.retries:
-                    raise RocmBakeError(
-                        f"{what}: the connection dropped {drops} times, the last after {sent} of {desc.size} "
-                        f"bytes: {describe(exc, self.timeout_s)}"
-                    ) from exc
-                wait = self._delay(None, drops - 1)
-                note_retry(what, f"connection dropped after {sent} of {desc.size} bytes; resuming from there",
-                           wait, drops + 1, self.retries + 1)
-                time.sleep(wait)
+            with self._request("GET", path, what, headers=headers, stream=True) as resp:
+                skip = 0
+                if sent:
+                    first = _range_start(resp.headers.get("Content-Range")) if resp.status_code == 206 else None
+                    if first is None:
+                        skip = sent  # Range ignored: the whole blob again; drop what we already have
+                    elif first != sent:
+                        raise RocmBakeError(f"{what}: asked to resume at byte {sent}, got byte {first}")
+                chunks = resp.iter_raw()  # as the bytes arrive: a chunker would lose its buffer on a drop
+                while True:
+                    try:
+                        chunk = next(chunks)
+                    except StopIteration:
+                        return
+                    except httpx.TransportError as exc:  # a reset, a cut, or --timeout of silence
+                        raise Retryable(
+                            f"connection dropped after {sent} of {desc.size} bytes ({describe(exc, self.timeout_s)})",
+                            timed_out=isinstance(exc, httpx.TimeoutException),
+                            progressed=sent - start >= RESUME_FRESH_BYTES,
+                        ) from exc
+                    self.bytes_fetched += len(chunk)  # off the wire, so a restart's repeated bytes count too
+                    if skip:
+                        cut = min(skip, len(chunk))
+                        chunk, skip = chunk[cut:], skip - cut
+                        if not chunk:
+                            continue
+                    sent += len(chunk)
+                    reached[0] = sent
+                    yield chunk
+
+        yield from self.retry.stream(what, transfer)
 
     def get_blob_json(self, repository: str, desc: Descriptor) -> dict[str, Any]:
         if desc.size > MAX_MANIFEST_BYTES:

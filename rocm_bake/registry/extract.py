@@ -223,16 +223,26 @@ class LayerStack:
         dest = self._new_part()
         digest = hashlib.sha256()
         size = 0
-        with open(dest, "wb") as out:
+        try:
+            out = open(dest, "wb")
+        except OSError as exc:
+            raise cannot_write(dest, exc) from None
+        with out:
             while chunk := src.read(COPY_CHUNK):
                 digest.update(chunk)
-                out.write(chunk)
+                try:
+                    out.write(chunk)
+                except OSError as exc:  # a full disk is not "an unreadable layer"
+                    raise cannot_write(dest, exc) from None
                 size += len(chunk)
         return Staged(path=str(dest), sha256=digest.hexdigest(), size=size)
 
     def _copy(self, staged: Staged) -> Staged:
         dest = self._new_part()
-        shutil.copyfile(staged.path, dest)
+        try:
+            shutil.copyfile(staged.path, dest)
+        except OSError as exc:
+            raise cannot_write(dest, exc) from None
         return staged.model_copy(update={"path": str(dest)})
 
     def _drop(self, staged: Staged) -> None:
@@ -351,6 +361,35 @@ def extract_image(
 # -- the arch directory --------------------------------------------------------
 
 
+def cannot_write(path: Path | str, exc: OSError) -> RocmBakeError:
+    return RocmBakeError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def check_writable(out: Path) -> None:
+    """Refuse an ``out`` that cannot be written, before a layer is downloaded.
+
+    The nearest existing ancestor of ``out`` must be a directory we may
+    write to (``os.access`` reports a read-only file system even to root).
+    """
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise RocmBakeError(f"cannot write {out}: {probe} is not a directory")
+    # out itself is renamed away and back within its parent, so that parent must be writable too
+    for place in (probe, out.parent) if probe == out else (probe,):
+        if not os.access(place, os.W_OK | os.X_OK):
+            why = "read-only file system" if _read_only(place) else "permission denied"
+            raise RocmBakeError(f"cannot write {out}: {place} is not writable ({why}); nothing was fetched")
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def read_fetch_manifest(out: Path) -> FetchManifest | None:
     path = out / FETCH_MANIFEST
     if not path.exists():
@@ -420,6 +459,8 @@ def fetch_wheels(
     dist = Path(dist)
     root = dist / "wheels"
     out = root / target.dir_name
+    if dist.exists() and not dist.is_dir():
+        raise RocmBakeError(f"--out {dist}: is not a directory (wheels go to DIST/wheels/<arch>/)")
     if out.exists() and not (out / FETCH_MANIFEST).exists():
         raise RocmBakeError(
             f"{out} exists but has no {FETCH_MANIFEST}: not replacing files rocm-bake did not write"
@@ -475,8 +516,12 @@ def _fetch(
         ]
         return _result(arch, out, True, images, previous.wheels, pool, base)
 
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=root))
+    check_writable(out)  # an unchanged fetch above writes nothing, so a read-only DIST is fine there
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=root))
+    except OSError as exc:
+        raise cannot_write(root, exc) from None
     try:
         images, records, wheels = _populate(plans, out, tmp, wheel_parts, all_layers, pool)
         if not wheels:
@@ -486,8 +531,11 @@ def _fetch(
                 f"{out} is left as it was (is the image's final stage `FROM scratch` + COPY to {wheel_dir}?)"
             )
         manifest = FetchManifest(arch=arch, wheel_dir=wheel_dir, images=records, wheels=wheels)
-        (tmp / FETCH_MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        swap_into_place(tmp, out)
+        try:
+            (tmp / FETCH_MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+            swap_into_place(tmp, out)
+        except OSError as exc:
+            raise cannot_write(out, exc) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
