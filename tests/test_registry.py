@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import http.server
 import io
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -224,6 +226,32 @@ def test_credentials_in_a_ref_are_refused_and_never_echoed(tmp_path: Path) -> No
                             capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
     assert result.returncode == 2 and "credentials in an image ref are refused" in result.stderr
     assert "s3cret" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
+def test_credentials_never_go_to_a_cleartext_token_realm_off_loopback() -> None:
+    """A registry may name any realm; a plain-http one elsewhere never gets the password (nor shows it)."""
+
+    class Challenge(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer realm="http://u:pw@203.0.113.7/token",service="x"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Challenge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        client = RegistryClient(address, username="ci", password="s3cret", timeout_s=2)
+        with pytest.raises(RocmBakeError, match=r"token realm http://\*\*\*@203.0.113.7/token is plain http off "
+                                                r"loopback: refusing to send") as caught:
+            client.resolve_digest(parse_ref(f"{address}/rocm-bake/torch:{TAG}"))
+    finally:
+        server.shutdown()
+    assert "pw" not in str(caught.value) and "s3cret" not in str(caught.value)
 
 
 def test_manifest_digest_verified_when_pinned(registry: Registry) -> None:

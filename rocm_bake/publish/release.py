@@ -418,7 +418,8 @@ def upload_verified(client: GitHubClient, release_id: int, f: LocalFile) -> Asse
                 raise Retryable("another asset of that name appeared meanwhile (deleted it)", wait_s=0.0) from None
             if exc.status == 0 or exc.status >= 500:
                 _delete_starters(client, release_id, f.name)
-                raise Retryable(str(exc).removeprefix("GitHub "), timed_out=exc.timed_out) from None
+                reason = str(exc).split(": ", 1)[-1]  # what follows "GitHub POST <url>: "
+                raise Retryable(reason, timed_out=exc.timed_out) from None
             raise
         problem = None if asset.name == f.name else f"GitHub stored it as {asset.name!r}"
         problem = problem or _same(asset, f)

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel
@@ -27,7 +28,15 @@ from pydantic import BaseModel
 from rocm_bake.arch import validate_arch
 from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.http_waits import DEFAULT_TIMEOUT_S, describe, http_timeout, redact, redact_url, retry_after_seconds
+from rocm_bake.http_waits import (
+    DEFAULT_TIMEOUT_S,
+    describe,
+    http_timeout,
+    is_loopback,
+    redact,
+    redact_url,
+    retry_after_seconds,
+)
 from rocm_bake.retry import RetryPolicy, Retryable
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -183,8 +192,7 @@ class ResolvedImage(BaseModel):
 def scheme_for(registry: str) -> str:
     """Plain HTTP for loopback registries (the local one ``make up`` starts), else HTTPS."""
     host = registry.rsplit(":", 1)[0] if not registry.startswith("[") else registry.split("]")[0] + "]"
-    loopback = host in {"localhost", "[::1]"} or host.startswith("127.")
-    return "http" if loopback else "https"
+    return "http" if is_loopback(host) else "https"
 
 
 def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
@@ -334,6 +342,12 @@ class RegistryClient:
         shown = redact_url(realm)
         query = {k: params[k] for k in ("service", "scope") if k in params}
         auth = (self.username, self.password) if self.username and self.password else None
+        parts = urlsplit(realm)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise RocmBakeError(f"{what}: token realm {shown!r} from {self.registry} is not an http(s) URL")
+        if auth and parts.scheme == "http" and not is_loopback(parts.hostname):
+            raise RocmBakeError(f"{what}: token realm {shown} is plain http off loopback: refusing to send "
+                                f"{ENV_USERNAME}/{ENV_PASSWORD} in clear")
 
         def once() -> httpx.Response:
             try:
