@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake import progress
 from rocm_bake.cli import main
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import FETCH_MANIFEST, fetch_wheels, layer_may_hold_wheels, open_tar
@@ -365,6 +366,7 @@ def test_cli_fetch_json_and_refusal(registry: Registry, tmp_path: Path, capsys: 
     assert main(["wheels", "fetch", "--arch", "gfx950", "--image", ref, "--out", str(tmp_path), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["wheels"] == [{"name": a, "sha256": sha(b"cli"), "size": 3}] and data["skipped"] is False
+    assert not progress.is_quiet(), "--json must not leave progress silenced for later commands"
     assert main(["wheels", "fetch", "--arch", "gfx950", "--image", ref, "--out", str(tmp_path)]) == 0
     assert "unchanged" in capsys.readouterr().out
     latest = f"{registry.address}/rocm-bake/cli:latest"
@@ -386,6 +388,19 @@ def test_an_image_with_no_wheels_is_refused_and_keeps_the_previous_wheels(regist
         fetch_wheels("gfx950", [ref], tmp_path)
     out = tmp_path / "wheels" / "gfx950"
     assert (out / wheel("torch")).read_bytes() == b"t" and (out / FETCH_MANIFEST).is_file()
+
+
+
+def test_a_set_of_images_that_yields_no_wheels_is_refused(registry: Registry, tmp_path: Path) -> None:
+    a = push_image(registry.address, "rocm-bake/none-a", TAG950, [wheel_layer({wheel("a"): b"a"})])
+    first = fetch_wheels("gfx950", [a.ref(registry.address)], tmp_path)
+    assert [w.name for w in first.wheels] == [wheel("a")]
+    empty = [push_image(registry.address, f"rocm-bake/none-{x}", TAG950,
+                        [Layer([Entry("wheels", kind="dir"), Entry("opt/x.bin", b"x")])]).ref(registry.address)
+             for x in "bc"]
+    with pytest.raises(RocmBakeError, match=r"no wheels found under /wheels/ in .*none-b.*none-c.* left as it was"):
+        fetch_wheels("gfx950", empty, tmp_path)
+    assert listing(tmp_path / "wheels" / "gfx950") == {wheel("a"): sha(b"a")} and leftovers(tmp_path) == []
 
 
 # -- where the wheels go: --out that cannot hold them -------------------------------

@@ -85,6 +85,13 @@ def test_5xx_retried_with_backoff_then_succeeds(gh: FakeGitHub, no_waits: io.Str
     assert [line.rsplit("(", 1)[1] for line in lines(no_waits)] == ["attempt 2 of 5)", "attempt 3 of 5)"]
 
 
+def test_a_503_with_retry_after_waits_as_told(gh: FakeGitHub, no_waits: io.StringIO) -> None:
+    gh.inject("GET", TAG_PATH, 503, headers={"retry-after": "12"})
+    make_client(gh).get_release_by_tag("x")
+    [line] = lines(no_waits)
+    assert ": HTTP 503: waiting" in line and 12 <= waited(line) <= 13, line
+
+
 def test_connection_resets_are_retried(gh: FakeGitHub, no_waits: io.StringIO) -> None:
     gh.inject_reset("GET", TAG_PATH, times=2)
     assert make_client(gh).get_release_by_tag("x") is None

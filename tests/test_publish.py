@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake import progress
 from rocm_bake.cli import main
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.publish.release import Publisher, git_blob_sha, publish, release_tag
@@ -301,6 +302,7 @@ def test_cli_publish_dry_run_then_real(gh: FakeGitHub, dist: Path, capsys, monke
     code, out, _ = _cli(base + ["--dry-run"], {}, capsys, monkeypatch)
     assert code == 0 and "dry run: nothing changed" in out and "8 upload" in out and gh.state.releases == {}
     code, out, _ = _cli(base + ["--json"], {"GITHUB_TOKEN": gh.state.token}, capsys, monkeypatch)
+    assert not progress.is_quiet(), "--json must not leave progress silenced for later commands"
     body = json.loads(out)
     assert code == 0 and body["uploads"] == 8 and body["commits"] == 1
     assert gh.state.token not in out

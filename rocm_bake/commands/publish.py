@@ -45,16 +45,20 @@ def run(args: argparse.Namespace) -> int:
     from rocm_bake.errors import RocmBakeError
     from rocm_bake.publish import GitHubEndpoints, publish
 
-    progress.set_quiet(args.quiet or args.json)
     try:
         given = {"api_url": args.api_url, "uploads_url": args.uploads_url, "web_url": args.web_url,
                  "pages_url": args.pages_url}
         endpoints = GitHubEndpoints(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:
         raise RocmBakeError("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
-    result = publish(args.arch, args.dist, args.repo, os.environ.get("GITHUB_TOKEN") or None,
-                     rocm_version=args.rocm_version, endpoints=endpoints, dry_run=args.dry_run,
-                     timeout=args.timeout)
+    before = progress.is_quiet()  # restored after: tests call main() many times in one process
+    progress.set_quiet(before or args.quiet or args.json)
+    try:
+        result = publish(args.arch, args.dist, args.repo, os.environ.get("GITHUB_TOKEN") or None,
+                         rocm_version=args.rocm_version, endpoints=endpoints, dry_run=args.dry_run,
+                         timeout=args.timeout)
+    finally:
+        progress.set_quiet(before)
     if args.json:
         print(result.model_dump_json(indent=2))
         return 0

@@ -46,11 +46,15 @@ def run(args: argparse.Namespace) -> int:
     from rocm_bake import progress
     from rocm_bake.registry import DEFAULT_WHEEL_DIR, fetch_wheels
 
-    progress.set_quiet(args.quiet or args.json)
-    result = fetch_wheels(
-        args.arch, args.images, args.out, wheel_dir=args.wheel_dir or DEFAULT_WHEEL_DIR, all_layers=args.all_layers,
-        timeout_s=args.timeout,
-    )
+    before = progress.is_quiet()  # restored after: tests call main() many times in one process
+    progress.set_quiet(before or args.quiet or args.json)
+    try:
+        result = fetch_wheels(
+            args.arch, args.images, args.out, wheel_dir=args.wheel_dir or DEFAULT_WHEEL_DIR,
+            all_layers=args.all_layers, timeout_s=args.timeout,
+        )
+    finally:
+        progress.set_quiet(before)
     if args.json:
         print(json.dumps(result.model_dump(), indent=2))
         return 0

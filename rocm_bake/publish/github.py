@@ -293,8 +293,9 @@ class GitHubClient:
             limited = self._rate_limit(response)
             if limited is not None:
                 raise limited
-            if response.status_code >= 500 and retry_5xx:
-                raise Retryable(f"HTTP {response.status_code}")
+            if response.status_code >= 500 and retry_5xx:  # a 503 may say when to come back
+                after = retry_after_seconds(response.headers.get("retry-after"), now=self.clock())
+                raise Retryable(f"HTTP {response.status_code}", wait_s=after)
             raise self._http_error(what, response)
 
         return self.retry.call(what, once, hint="GitHub may be degraded or rate limiting; try again later")
