@@ -20,14 +20,13 @@ chance elsewhere in the file), which the scanner decides.
 
 from __future__ import annotations
 
-import functools
 import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rocm_bake.errors import RocmBakeError
+from rocm_bake.zstd import zstd as zstd_module
 from rocm_bake.offload.targets import BundleId, parse_bundle_id
 
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -333,7 +332,7 @@ class _ZlibInflater:
 
 class _ZstdInflater:
     def __init__(self) -> None:
-        zstd = _ZSTD or zstd_module()
+        zstd = _ZSTD
         self._error = zstd.ZstdError
         self._d = zstd.ZstdDecompressor()
 
@@ -357,28 +356,13 @@ class _ZstdInflater:
         return len(self._d.unused_data)
 
 
-@functools.cache
-def zstd_module():  # type: ignore[no-untyped-def]
-    """``compression.zstd`` (Python 3.14+) or its backport, a declared dependency (looked up once)."""
-    try:
-        from compression import zstd  # type: ignore[import-not-found]
-    except ImportError:
-        try:
-            from backports import zstd  # type: ignore[import-not-found,no-redef]
-        except ImportError as exc:  # pragma: no cover - a broken install
-            raise RocmBakeError(
-                f"zstd support is missing ({exc}): reinstall rocm-bake, which depends on backports.zstd"
-            ) from None
-    return zstd
-
-
 def first_read(method: int) -> int:
     """Compressed bytes to read first: zstd emits nothing until a whole block (<= 128 KiB) is in."""
     return (128 << 10) + 64 if CCOB_METHODS.get(method) == "zstd" else 16 << 10
 
 
 #: Imported with this module (2 ms), not inside the first scan that meets a zstd bundle.
-_ZSTD = zstd_module()
+_ZSTD = zstd_module()  # rocm_bake.zstd.zstd: the one lookup the registry's zstd layers use too
 
 
 def inflater(method: int) -> Inflater | None:
