@@ -72,17 +72,13 @@ BLOB_MODE = "100644"
 SAFE_ASSET_NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]*[A-Za-z0-9_+-]$")
 
 
-def release_tag(arch: str, rocm_version: str = DEFAULT_ROCM_VERSION) -> str:
+def release_tag(arch: "str | IndexTarget", rocm_version: str = DEFAULT_ROCM_VERSION) -> str:
     """One release per index: the tag names its arches (``gfx950-gfx1201`` for a fat build) and the ROCm version."""
-    from rocm_bake.index.target import IndexTarget
-
     return f"wheels-{IndexTarget.parse(arch).dir_name}-rocm{rocm_version}"
 
 
-def pages_prefix(arch: str) -> str:
+def pages_prefix(arch: "str | IndexTarget") -> str:
     """The index's gh-pages folder: the same name as its ``DIST/index/`` directory."""
-    from rocm_bake.index.target import IndexTarget
-
     return f"data/wheels/{IndexTarget.parse(arch).dir_name}/"
 
 
@@ -508,23 +504,22 @@ class Publisher:
     """One arch's publish against one repository: plan, then apply (or stop at the plan)."""
 
     def __init__(self, client: GitHubClient, arch: str, dist: Path, rocm_version: str = DEFAULT_ROCM_VERSION) -> None:
-        IndexTarget.parse(arch)  # one arch, or a fat build's ;-list
+        self.target = IndexTarget.parse(arch)  # one arch, or a fat build's ;-list: parsed once here
         check_rocm_version(rocm_version)
         self.client, self.arch, self.dist, self.rocm_version = client, arch, Path(dist), rocm_version
-        self.tag = release_tag(arch, rocm_version)
+        self.tag = release_tag(self.target, rocm_version)
         self.wheel_url = client.endpoints.download_base(client.repo, self.tag)
-        self.pages_url = client.endpoints.pages_base(client.repo) + pages_prefix(arch)
+        self.pages_url = client.endpoints.pages_base(client.repo) + pages_prefix(self.target)
         # Every local refusal happens here, before any request.
         self.local = read_local_index(self.dist, arch, self.wheel_url.rstrip("/"))
         self.desired = desired_pages(self.local, self.wheel_url)
-        self.desired[pages_prefix(arch) + "index.json"] = self.summary().to_bytes()
+        self.desired[pages_prefix(self.target) + "index.json"] = self.summary().to_bytes()
 
     def summary(self) -> "IndexSummary":
         """What the landing page says of this index, kept in its folder as ``index.json``."""
-        from rocm_bake.index.target import IndexTarget
         from rocm_bake.publish.landing import summarize
 
-        target = IndexTarget.parse(self.arch)
+        target = self.target
         release_url = f"{self.client.endpoints.web_url.rstrip('/')}/{self.client.repo}/releases/tag/{self.tag}"
         return summarize(target.dir_name, list(target.arches), self.rocm_version,
                          [Path(f.path) for f in self.local.files], self.tag, release_url)
