@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import check_inputs, has_unknown, unknown_or_replace
+from components.dynamic import check_inputs, unknown_or_replace
 from rocm_bake.registry import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
 from rocm_bake.registry import RegistryClient, check_ref_for_arch, read_fetch_manifest, reusable
 
@@ -81,8 +81,9 @@ def run_fetch(props: dict[str, Any]) -> FetchResult:
 
 
 def _check_refs(props: dict[str, Any]) -> None:
+    """Every ref against the arch (check_inputs has already held back a list with an unknown in it)."""
     for ref in props.get("image_refs") or []:
-        if ref != "" and not has_unknown({"r": ref}, ["r"]):
+        if ref != "":
             check_ref_for_arch(ref, props["arch"])
 
 
