@@ -119,14 +119,7 @@ def engines_built() -> None:
 
 
 def free_port_registry(tmp: Path) -> Iterator[str]:
-    from rocm_bake.errors import RocmBakeError
-    from rocm_bake.registry.server import start_registry
+    """The real registry the registry tests use (tests/registry_fixtures.py), for the engine tests."""
+    from tests.registry_fixtures import running_registry
 
-    try:
-        running = start_registry(tmp)
-    except RocmBakeError as exc:
-        pytest.fail(f"cannot start the real registry these tests need: {exc}")
-    try:
-        yield running.address
-    finally:
-        running.stop()
+    yield from running_registry(tmp)

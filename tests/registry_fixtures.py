@@ -52,15 +52,23 @@ class Registry:
         return storage_dir(self.root) / "blobs" / "sha256" / hexd[:2] / hexd / "data"
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    root = tmp_path_factory.mktemp("registry")
+def running_registry(root: Path) -> Iterator[str]:
+    """A real docker-registry on a free loopback port, stored under ``root``; its address while it runs."""
     try:
         running = start_registry(root)
     except RocmBakeError as exc:
         pytest.fail(f"cannot start the real registry these tests need: {exc}")
-    yield Registry(running.address, root)
-    running.stop()
+    try:
+        yield running.address
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    root = tmp_path_factory.mktemp("registry")
+    for address in running_registry(root):
+        yield Registry(address, root)
 
 
 def reset_connection(handler: BaseHTTPRequestHandler) -> None:
