@@ -267,6 +267,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
               raw: bytes | None = None, content_type: str = "application/json; charset=utf-8") -> None:
         data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
+        # Logged before the answer leaves: a client that has its answer must find it in the log.
+        with self.st.lock:
+            self.st.log.append((self.command, self.path, status))
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -276,8 +279,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
-        with self.st.lock:
-            self.st.log.append((self.command, self.path, status))
 
     def _body(self) -> bytes:
         n = int(self.headers.get("Content-Length") or 0)
