@@ -30,7 +30,7 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
 from rocm_bake.registry.server import start_registry, storage_dir
 
-from retry_fixtures import no_waits  # noqa: F401 - re-exported fixture
+from tests.retry_fixtures import no_waits  # noqa: F401 - re-exported fixture
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"

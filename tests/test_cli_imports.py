@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from index_fixtures import arch_wheel_set
+from tests.index_fixtures import arch_wheel_set
 from rocm_bake.cli import command_modules
 
 ROOT = Path(__file__).resolve().parent.parent

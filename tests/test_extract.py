@@ -18,8 +18,8 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import FETCH_MANIFEST, fetch_wheels, layer_may_hold_wheels, open_tar
 from rocm_bake.registry.client import RegistryClient, VerifyingReader
 
-from readonly_fixtures import run_read_only
-from registry_fixtures import (  # noqa: F401 - fixtures
+from tests.readonly_fixtures import run_read_only
+from tests.registry_fixtures import (  # noqa: F401 - fixtures
     Entry,
     Layer,
     Registry,

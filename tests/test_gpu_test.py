@@ -23,7 +23,7 @@ from rocm_bake.gpu.remote_test import (
     select_node,
 )
 from rocm_bake.manifests import Fleet, load_fleet
-from ssh_fixtures import ssh_node  # noqa: F401  (pytest fixture)
+from tests.ssh_fixtures import ssh_node  # noqa: F401  (pytest fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE = "127.0.0.1:5000/rocm-bake/torch:gfx1151-rocm10.1.0@sha256:" + "ab" * 32

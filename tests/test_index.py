@@ -21,7 +21,7 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import build_index, cache_path
 from rocm_bake.index.check import clean_env, serve, uv_binary
 
-from index_fixtures import ARCH_SET, GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
+from tests.index_fixtures import ARCH_SET, GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
 
 ANCHOR = re.compile(r'<a href="([^"]+)"([^>]*)>([^<]+)</a>')
 

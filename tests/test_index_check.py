@@ -15,7 +15,7 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import build_index
 from rocm_bake.index.check import check_index, index_wheels
 
-from index_fixtures import ARCH_SET, arch_wheel_set
+from tests.index_fixtures import ARCH_SET, arch_wheel_set
 
 ARCHES = ("gfx950", "gfx1201")
 

@@ -14,7 +14,7 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import IndexTarget, build_index, check_index
 from rocm_bake.index.check import discover_arches, index_wheels, refused_extras
 
-from index_fixtures import ARCH_SET, GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
+from tests.index_fixtures import ARCH_SET, GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
 
 FAT = "gfx950;gfx1201"
 

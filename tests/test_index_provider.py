@@ -14,7 +14,7 @@ from components.index_provider import WheelIndex, WheelIndexProvider
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import build_index
 
-from index_fixtures import ARCH_SET, arch_wheel_set, make_wheel
+from tests.index_fixtures import ARCH_SET, arch_wheel_set, make_wheel
 
 
 def props(dist: Path, arch: str = "gfx950", **extra: Any) -> dict[str, Any]:

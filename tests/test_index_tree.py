@@ -21,7 +21,8 @@ from rocm_bake.index import stamp, tree
 from rocm_bake.index.build import build_index, remove_index
 from rocm_bake.index.check import clean_env, uv_binary
 
-from index_fixtures import GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
+from tests.index_fixtures import GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
+from tests.readonly_fixtures import run_read_only
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Every step boundary of a write, in order (``tree.fault_point``).
@@ -353,16 +354,13 @@ def test_out_is_a_file_or_read_only(wheels: Path, tmp_path: Path) -> None:
     afile.write_text("x")
     with pytest.raises(RocmBakeError, match="is not a directory"):
         build_index("gfx950", wheels, afile)
-    if os.geteuid() == 0:
-        return  # root ignores the mode; the error path is the same OSError
+    # Read-only for real whoever runs this (root included: a read-only bind mount), through the CLI.
     ro = tmp_path / "ro"
     ro.mkdir()
-    ro.chmod(0o555)
-    try:
-        with pytest.raises(RocmBakeError, match="cannot write"):
-            build_index("gfx950", wheels, ro)
-    finally:
-        ro.chmod(0o755)
+    result = run_read_only(ro, ["index", "build", "--arch", "gfx950", "--wheels", str(wheels), "--out", str(ro)])
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "cannot write" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert list(ro.iterdir()) == [], "a refused build must write nothing"
 
 
 # ----------------------------------------------------------- permissions

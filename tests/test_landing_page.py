@@ -30,7 +30,7 @@ from rocm_bake.publish.landing import LANDING_PATH, LISTING_PATH
 from rocm_bake.publish.release import publish
 from tests.fake_github import FakeGitHub
 
-from index_fixtures import arch_wheel_set
+from tests.index_fixtures import arch_wheel_set
 
 FAT = "gfx950;gfx1201"
 ORDER = ["gfx950", "gfx1201", "gfx950-gfx1201"]

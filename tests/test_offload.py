@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from offload_fixtures import (
+from tests.offload_fixtures import (
     amdgpu_code_object, bundle, ccob, device_wheel, hip_ids, make_wheel, section_offsets, shared_object,
 )
 from rocm_bake import offload, progress

@@ -23,7 +23,7 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import fetch_wheels
 from rocm_bake.registry.client import RegistryClient, arch_tag, check_ref_for_arch, parse_challenge, parse_ref, scheme_for
 
-from registry_fixtures import (  # noqa: F401 - fixtures
+from tests.registry_fixtures import (  # noqa: F401 - fixtures
     RESET,
     Entry,
     Layer,

@@ -25,7 +25,7 @@ import pytest
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import fetch_wheels
 
-from registry_fixtures import Entry, Layer, Registry, no_waits, push_image, registry, wheel  # noqa: F401
+from tests.registry_fixtures import Entry, Layer, Registry, no_waits, push_image, registry, wheel  # noqa: F401
 
 TAG = "gfx950-rocm10.1.0"
 

@@ -22,7 +22,7 @@ from rocm_bake.http_waits import retry_after_seconds
 from rocm_bake.publish.github import GitHubClient, GitHubEndpoints
 from rocm_bake.registry.client import RegistryClient, parse_ref
 
-from retry_fixtures import no_waits  # noqa: F401 - fixture
+from tests.retry_fixtures import no_waits  # noqa: F401 - fixture
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import read_wheel_metadata
 from rocm_bake.index.build import build_index, cache_path
 
-from index_fixtures import GIT, NATIVE_TAG, ROCM, arch_wheel_set, bomb_wheel, make_wheel, torch_like_metadata
+from tests.index_fixtures import GIT, NATIVE_TAG, ROCM, arch_wheel_set, bomb_wheel, make_wheel, torch_like_metadata
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_VERSION = f"2.15.0a0+{GIT}.{ROCM}"

@@ -16,7 +16,7 @@ from components.wheels_provider import FetchedWheels, FetchedWheelsProvider, com
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import FETCH_MANIFEST
 
-from registry_fixtures import Entry, Layer, Registry, push_image, registry, wheel  # noqa: F401
+from tests.registry_fixtures import Entry, Layer, Registry, push_image, registry, wheel  # noqa: F401
 
 TAG = "gfx950-rocm10.1.0"
 
