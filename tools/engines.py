@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Build the engines from the pinned Go modules under tools/, cache them by version, link them into .tools/bin.
 
-The Pulumi CLI, its Python language host, the docker-build plugin, BuildKit
-and buildx are Go programs; this machine reaches the Go module proxy and no
+The Pulumi CLI, its Python language host, the docker-build plugin, BuildKit,
+buildx and versitygw (the S3 server for team state) are Go programs; this machine reaches the Go module proxy and no
 download site, so they are built here with ``go build`` from the modules
 pinned in ``tools/<engine>/go.mod`` + ``go.sum`` (never a downloaded binary).
 
@@ -81,6 +81,9 @@ ENGINES = (
            ("buildkitd", "buildctl"), ldflags="-X github.com/moby/buildkit/version.Version=v0.34.2"),
     Engine("buildx", "0.38.2", ("github.com/docker/buildx/cmd/buildx",), ("buildx",),
            ldflags="-X github.com/docker/buildx/version.Version=v0.38.2"),
+    # The S3-compatible server behind `make state-server` (tools/state_server.py): team state in a bucket.
+    Engine("versitygw", "1.8.0", ("github.com/versity/versitygw/cmd/versitygw",), ("versitygw",),
+           ldflags="-X main.Version=v1.8.0"),
 )
 
 
