@@ -7,6 +7,11 @@
 # backend. Secrets are encrypted with a real passphrase: the user's own
 # (PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE), else one made
 # once at random and kept 0600 in .rocm-bake/passphrase.
+#
+# Every target here runs pulumi through that wrapper, which takes
+# PULUMI_BACKEND_URL from the environment (or `make ... PULUMI_BACKEND_URL=`)
+# when it is set: with the lines `make state-server` prints, `make up`,
+# `make demo`, `make preview` and `make demo-destroy` use the team's bucket.
 STATE_DIR ?= $(CURDIR)/.rocm-bake
 PULUMI_RUN = $(CURDIR)/.tools/bin/pulumi
 DEMO_ARCH ?= gfx950
@@ -46,4 +51,13 @@ demo: setup registry builder demo-base stack-$(DEMO_STACK)
 demo-destroy: setup
 	$(PULUMI_RUN) destroy -s $(DEMO_STACK) --yes --skip-preview
 
-.PHONY: passphrase demo demo-base demo-destroy
+# Team state: an S3 bucket on loopback (versitygw, built by `make setup`)
+# with its data, port and keys under .rocm-bake/state-server/; prints the
+# export lines that point pulumi at it (tools/state_server.py).
+state-server: engines
+	@$(PYTHON) tools/state_server.py start
+
+state-server-stop:
+	@$(PYTHON) tools/state_server.py stop
+
+.PHONY: passphrase demo demo-base demo-destroy state-server state-server-stop
