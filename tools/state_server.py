@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import secrets
 import shlex
 import signal
 import socket
@@ -122,8 +123,6 @@ def credentials(state: Path) -> Credentials:
     """The keys kept in ``state/credentials``, made once at random (0600) when absent."""
     path = state / "credentials"
     if not path.exists():
-        import secrets
-
         made = {"access_key_id": "rb" + secrets.token_hex(9), "secret_access_key": secrets.token_urlsafe(30)}
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -242,6 +241,7 @@ def start(state: Path = STATE, bucket: str = DEFAULT_BUCKET) -> StateServer:
     """Start versitygw on this checkout's port unless it runs already; make sure the bucket exists."""
     bucket = checked_bucket(bucket)
     (state / "data").mkdir(parents=True, exist_ok=True)
+    state.chmod(0o700)  # the checkpoints are the team's: only through the S3 API, never by another local user
     keys = credentials(state)
     pid = running_pid(state)
     if pid is not None:
@@ -252,7 +252,13 @@ def start(state: Path = STATE, bucket: str = DEFAULT_BUCKET) -> StateServer:
         say(f"already running (pid {pid}) on 127.0.0.1:{port}, data in {state / 'data'}")
     else:
         port = chosen_port(state)
-        pid = launch(state, port, keys)
+        try:
+            pid = launch(state, port, keys)
+        except StateServerError:
+            if not port_taken(port):
+                raise
+            port = chosen_port(state)  # another process bound it between our check and versitygw's bind
+            pid = launch(state, port, keys)
         say(f"versitygw started (pid {pid}) on 127.0.0.1:{port}, data in {state / 'data'}, "
             f"log {state / 'versitygw.log'}")
     server = StateServer(state, port, bucket, pid, keys)
