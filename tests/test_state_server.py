@@ -45,7 +45,7 @@ def test_keys_port_and_bucket_are_made_once_and_a_second_start_says_it_runs(stat
     where = state()
     first = state_server.start(where)
     keys = where / "credentials"
-    assert stat.S_IMODE(keys.stat().st_mode) == 0o600
+    assert stat.S_IMODE(keys.stat().st_mode) == 0o600 and stat.S_IMODE(where.stat().st_mode) == 0o700
     assert (where / "port").read_text().strip() == str(first.port)
     assert first.bucket_dir == where / "data" / "rocm-bake-state" and first.bucket_dir.is_dir()
     assert state_server.listens(first.pid, first.port)
