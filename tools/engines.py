@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Build the engines from the pinned Go modules under tools/, cache them by version, link them into .tools/bin.
 
-The Pulumi CLI, its Python language host, the docker-build plugin, BuildKit,
-buildx and versitygw (the S3 server for team state) are Go programs; this machine reaches the Go module proxy and no
+The Pulumi CLI, its Python language host, the docker-build plugin, BuildKit
+and buildx are Go programs; this machine reaches the Go module proxy and no
 download site, so they are built here with ``go build`` from the modules
 pinned in ``tools/<engine>/go.mod`` + ``go.sum`` (never a downloaded binary).
 
