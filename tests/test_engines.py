@@ -90,6 +90,24 @@ def test_plugins_registered_at_the_pinned_sdk_versions() -> None:
     assert not missing, f"plugins not registered: {missing}: run `make setup`"
 
 
+def test_cli_and_language_host_are_this_checkouts_own() -> None:
+    """The wrapper runs ``.tools/cli/pulumi``, beside which sits the host built from this checkout's tools/.
+
+    Beside the shared cached CLI, the last checkout to run setup would pick the
+    host for every checkout on the machine.
+    """
+    wrapper = engine("pulumi").read_text()
+    cli = engines_tool.CLI / "pulumi"
+    assert f"exec '{cli}'" in wrapper, wrapper
+    assert cli.is_file() and not cli.is_symlink(), f"{cli} must be a hard link or copy (the CLI resolves symlinks)"
+    host_engine = next(e for e in engines_tool.ENGINES if e.name == "pulumi-language-python")
+    ours = engines_tool.cache_dir(host_engine)
+    for name in ("pulumi-language-python", "pulumi-language-python-exec", "pulumi-resource-pulumi-python"):
+        beside = engines_tool.CLI / name
+        assert beside.resolve() == (ours / name).resolve(), \
+            f"{beside} is {beside.resolve()}, not this checkout's build in {ours}: run `make setup`"
+
+
 SMOKE_PROGRAM = """
 import pulumi
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider

@@ -10,6 +10,8 @@ pinned in ``tools/<engine>/go.mod`` + ``go.sum`` (never a downloaded binary).
   (``$XDG_CACHE_HOME/rocm-bake/engines/<name>-<version>-<hash>/``), so a fresh
   clone on the same machine (CI) reuses them and a second setup builds nothing.
 * A ``pulumi`` v3 already on PATH is used as is (linked, not built).
+* ``.tools/cli/`` holds this checkout's own hard link (else copy) of the CLI
+  with this checkout's language host beside it; ``.tools/bin/pulumi`` execs it.
 * Plugins are registered with ``pulumi plugin install resource NAME VERSION
   --file BIN``: the engine never tries to download one.
 
@@ -34,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 BIN = ROOT / ".tools" / "bin"
+CLI = ROOT / ".tools" / "cli"
 PULUMI_VERSION = "3.274.0"
 
 
@@ -188,11 +191,8 @@ def module_dir(module: str, env: dict[str, str]) -> Path:
     return Path(json.loads(result.stdout)["Dir"])
 
 
-def link(target: Path, name: str) -> None:
-    dest = BIN / name
-    beside = real_cli().resolve().parent / name if (BIN / "pulumi").exists() else None
-    if beside is not None and beside.exists() and beside.resolve() == target.resolve():
-        return  # already beside the CLI
+def link(target: Path, name: str, into: Path = BIN) -> None:
+    dest = into / name
     if dest.is_symlink() and dest.resolve() == target.resolve():
         return
     dest.unlink(missing_ok=True)
@@ -223,7 +223,8 @@ def register(pulumi: Path, engine: Engine, built: Path) -> None:
 
 
 WRAPPER = """#!/bin/sh
-# rocm-bake's pulumi (written by tools/engines.py): the real CLI at {real},
+# rocm-bake's pulumi (written by tools/engines.py): this checkout's CLI at {cli}
+# (a link to, or copy of, {real}, with this checkout's language host beside it),
 # run against this project's file backend and passphrase unless you set your
 # own, never acquiring a plugin from the network, with the engines and the
 # program's venv on PATH. It does not touch your global `pulumi login`.
@@ -238,47 +239,50 @@ fi
 : "${{PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION:=true}}"
 export PULUMI_BACKEND_URL PULUMI_SKIP_UPDATE_CHECK PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION
 PATH="$root/.tools/bin:$root/.venv/bin:$PATH"; export PATH
-exec '{real}' "$@"
+exec '{cli}' "$@"
 """
+
+def place_cli(real: Path) -> Path:
+    """``.tools/cli/pulumi``: a hard link to (else a copy of) the real CLI, private to this checkout.
+
+    The CLI takes the language host beside its own binary (found anywhere else
+    on PATH it warns on every run). Beside the shared cached binary, the last
+    checkout to run setup would choose the host for every checkout on the
+    machine; beside a link of our own, each checkout runs its own host.
+    """
+    CLI.mkdir(parents=True, exist_ok=True)
+    dest = CLI / "pulumi"
+    if dest.is_file() and not dest.is_symlink() and (os.path.samefile(dest, real) or
+                                                     filecmp.cmp(dest, real, shallow=True)):
+        return dest
+    partial = CLI / ".pulumi.partial"
+    partial.unlink(missing_ok=True)
+    try:
+        os.link(real, partial)
+    except OSError:  # another filesystem, or links not allowed: a copy (mtime kept, so the next check is cheap)
+        shutil.copy2(real, partial)
+    partial.replace(dest)
+    return dest
 
 
 def write_wrapper(real: Path) -> None:
-    """``.tools/bin/pulumi``: the real CLI (ours or the system's) with the project's defaults."""
+    """``.tools/bin/pulumi``: this checkout's CLI (a link of ours or of the system's) with the project's defaults."""
     dest = BIN / "pulumi"
-    text = WRAPPER.format(real=real, root=ROOT)
+    text = WRAPPER.format(cli=place_cli(real), real=real, root=ROOT)
     if dest.is_symlink() or not dest.exists() or dest.read_text() != text:
         dest.unlink(missing_ok=True)
         dest.write_text(text)
         dest.chmod(0o755)
 
 
-def real_cli() -> Path:
-    """The binary behind the wrapper."""
-    text = (BIN / "pulumi").read_text()
-    return Path(text.rsplit("exec '", 1)[1].split("'", 1)[0])
-
-
-def beside_cli(pulumi: Path) -> None:
-    """Put the language host and its scripts next to the real pulumi binary.
-
-    The CLI takes the plugins that ship beside it as its own; found anywhere
-    else on PATH it warns on every run.
-    """
-    cli_dir = real_cli().resolve().parent
-    if not os.access(cli_dir, os.W_OK):
-        return  # a system CLI we may not write beside: .tools/bin on PATH serves (with a warning)
-    for name in ("pulumi-language-python", "pulumi-language-python-exec", "pulumi-resource-pulumi-python"):
-        source = BIN / name
-        if not source.exists():
-            continue
-        dest = cli_dir / name
-        if dest.is_symlink() or dest.exists():
-            if dest.resolve() == source.resolve():
-                source.unlink()
-                continue
-            dest.unlink()  # a newer build of the host replaces the one beside the CLI
-        dest.symlink_to(source.resolve())
-        source.unlink()  # one copy, beside the CLI
+def place_host(built: Path, names: tuple[str, ...]) -> None:
+    """Link the host and its scripts into ``.tools/cli``, beside this checkout's CLI; drop any old PATH copy."""
+    CLI.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        link(built / name, name, into=CLI)
+        old = BIN / name  # the layout before .tools/cli: the host on PATH
+        if old.is_symlink() or old.exists():
+            old.unlink()
 
 
 def hold_lock() -> None:
@@ -312,12 +316,14 @@ def main() -> None:
             write_wrapper(found if found is not None else build(engine) / "pulumi")
             continue
         built = build(engine)
-        for name in (*engine.binaries, *(extra[2] for extra in engine.extras)):
-            if engine.plugin is None:  # plugins are found in the plugin cache, not on PATH
+        names = (*engine.binaries, *(extra[2] for extra in engine.extras))
+        if engine.name == "pulumi-language-python":
+            place_host(built, names)
+        elif engine.plugin is None:  # plugins are found in the plugin cache, not on PATH
+            for name in names:
                 link(built / name, name)
-        if engine.plugin:
+        else:
             register(pulumi, engine, built)
-    beside_cli(pulumi)
     say(f"all engines ready in .tools/bin ({time.monotonic() - started:.0f} s)")
     if not args.only:
         for name, why in NOT_BUILDABLE.items():
