@@ -2,59 +2,111 @@
 //
 // The upstream host (module github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3)
 // is not served by the Go module proxy this project can reach, while the SDK module
-// github.com/pulumi/pulumi/sdk/v3 is. So this is a small host of our own, on the SDK's
-// gRPC definitions: it runs the program with the project's virtualenv through the
-// SDK's own pulumi-language-python-exec script (installed beside this binary), and
-// answers the engine's other calls with what a Python program needs. Plugins are
-// never acquired here: the engine loads them from the plugin cache, where `make
-// setup` registered the ones built from pinned Go modules.
+// github.com/pulumi/pulumi/sdk/v3 and pkg/v3 are. So this is a host of our own, on the SDK's
+// gRPC definitions: it runs the program with the project's virtualenv through the SDK's own
+// pulumi-language-python-exec script (installed beside this binary), reports the venv's
+// packages and the plugins their pulumi-plugin.json files name, runs Python plugins (policy
+// packs) in a virtualenv, and generates Python through pkg/v3/codegen/python. Plugins are
+// never acquired here: the engine loads them from the plugin cache, where `make setup`
+// registered the ones built from pinned Go modules.
+//
+// The files of this package, one concern each: main.go (process lifetime: serve, follow the
+// engine, exit with it), program.go (the virtualenv and Run), inventory.go (installed packages
+// and plugins), plugin.go (RunPlugin), codegen.go (Generate*), install.go (InstallDependencies).
 package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
+	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
+	"sync"
+	"time"
 
-	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // version is set with -ldflags "-X main.version=..." to the SDK version it was built against.
 var version = "0.0.0-dev"
 
-// exitAfterUserMessage is the exec script's exit status after it has already shown the error
-// (PYTHON_PROCESS_EXITED_AFTER_SHOWING_USER_ACTIONABLE_MESSAGE_CODE): the engine should bail quietly.
-const exitAfterUserMessage = 32
+// engineCheckInterval is how often the host asks the engine whether it is alive. Upstream's
+// hosts ask every 5 minutes; a `kill -9` of the CLI must not leave us (and the program we run)
+// behind that long, and one health RPC a second on loopback costs nothing measurable.
+const engineCheckInterval = time.Second
+
+// exitGrace is how long the host waits, once the engine is gone, for its children to stop
+// before it exits regardless.
+const exitGrace = 5 * time.Second
 
 type host struct {
 	pulumirpc.UnimplementedLanguageRuntimeServer
 	engineAddress string
 	execScript    string
+
+	// ctx ends when the engine sends Cancel or dies: every child process we start is bound to
+	// it, so none outlives the engine.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// engineGone ends when the engine stops answering: then the host itself exits.
+	engineGone context.Context
+	markGone   context.CancelFunc
+	healthOnce sync.Once
+}
+
+func newHost(engineAddress, execScript string) *host {
+	ctx, cancel := context.WithCancel(context.Background())
+	gone, markGone := context.WithCancel(context.Background())
+	return &host{engineAddress: engineAddress, execScript: execScript, ctx: ctx, cancel: cancel,
+		engineGone: gone, markGone: markGone}
 }
 
 func main() {
-	// The engine passes flags (tracing, logging) and then its address, which comes last.
-	args := os.Args[1:]
-	engineAddress := ""
-	if len(args) > 0 {
-		engineAddress = args[len(args)-1]
+	// The engine passes its logging and tracing flags first, then its own address.
+	flags := flag.NewFlagSet("pulumi-language-python", flag.ContinueOnError)
+	flags.String("tracing", "", "tracing endpoint (accepted, not used)")
+	flags.Bool("logtostderr", false, "log to stderr (accepted, not used)")
+	flags.Int("v", 0, "log verbosity (accepted, not used)")
+	showVersion := flags.Bool("version", false, "print the version and exit")
+	if err := flags.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	if *showVersion {
+		fmt.Println(version)
+		return
 	}
 	self, err := os.Executable()
 	if err != nil {
 		fail(err)
 	}
-	h := &host{engineAddress: engineAddress, execScript: filepath.Join(filepath.Dir(self), "pulumi-language-python-exec")}
+	h := newHost(flags.Arg(0), filepath.Join(filepath.Dir(self), "pulumi-language-python-exec"))
+
+	// Ctrl-C reaches the program and the engine too; the engine decides what to cancel, so the
+	// host only stops taking new calls and lets the running ones finish.
+	interrupted, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stopSignals()
+	stop := make(chan bool)
+	go func() {
+		select {
+		case <-interrupted.Done():
+		case <-h.engineGone.Done():
+			// The engine is gone: children are being stopped; exit even if a call is still
+			// blocked on one.
+			time.AfterFunc(exitGrace, func() { os.Exit(1) })
+		}
+		close(stop)
+	}()
+	if h.engineAddress != "" {
+		if err := h.followEngine(); err != nil {
+			fail(err)
+		}
+	}
 	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Cancel: stop,
 		Init: func(s *grpc.Server) error {
 			pulumirpc.RegisterLanguageRuntimeServer(s, h)
 			return nil
@@ -74,195 +126,49 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// pythonFor is the interpreter of the project's virtualenv (Pulumi.yaml runtime option
-// `virtualenv`, relative to the project root), else python3 on PATH.
-func pythonFor(info *pulumirpc.ProgramInfo) (python string, venv string, err error) {
-	root := info.GetRootDirectory()
-	if opt := optionString(info.GetOptions(), "virtualenv"); opt != "" {
-		venv = opt
-		if !filepath.IsAbs(venv) {
-			venv = filepath.Join(root, venv)
-		}
-		python = filepath.Join(venv, "bin", "python")
-		if _, statErr := os.Stat(python); statErr != nil {
-			return "", venv, fmt.Errorf("the virtualenv %s (Pulumi.yaml runtime option) has no bin/python: "+
-				"run `pulumi install` or `make setup`", venv)
-		}
-		return python, venv, nil
-	}
-	python, err = exec.LookPath("python3")
-	return python, "", err
+// followEngine ends h.ctx as soon as the engine stops answering its health service (it died,
+// perhaps by `kill -9`, which gives it no chance to stop us).
+func (h *host) followEngine() error {
+	var err error
+	h.healthOnce.Do(func() {
+		err = rpcutil.Healthcheck(h.engineGone, h.engineAddress, engineCheckInterval, func() {
+			h.cancel()
+			h.markGone()
+		})
+	})
+	return err
 }
 
-func optionString(options *structpb.Struct, key string) string {
-	if options == nil {
-		return ""
-	}
-	if v, ok := options.GetFields()[key]; ok {
-		return v.GetStringValue()
-	}
-	return ""
-}
-
-func withVenv(env []string, venv string) []string {
-	if venv == "" {
-		return env
-	}
-	out := []string{"VIRTUAL_ENV=" + venv}
-	for _, kv := range env {
-		switch {
-		case strings.HasPrefix(kv, "PATH="):
-			out = append(out, "PATH="+filepath.Join(venv, "bin")+string(os.PathListSeparator)+kv[len("PATH="):])
-		case strings.HasPrefix(kv, "PYTHONHOME="), strings.HasPrefix(kv, "VIRTUAL_ENV="):
-		default:
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// Run executes the program once (a preview or an update) and reports how it ended.
-func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
-	python, venv, err := pythonFor(req.GetInfo())
-	if err != nil {
-		return &pulumirpc.RunResponse{Error: err.Error()}, nil
-	}
-	program := req.GetInfo().GetProgramDirectory()
-	if program == "" {
-		program = req.GetProgram()
-	}
-	args := []string{"-u", h.execScript,
-		"--monitor", req.GetMonitorAddress(),
-		"--engine", h.engineAddress,
-		"--project", req.GetProject(),
-		"--stack", req.GetStack(),
-		"--pwd", req.GetPwd(),
-		"--dry_run", strconv.FormatBool(req.GetDryRun()),
-		"--parallel", strconv.Itoa(int(req.GetParallel())),
-		"--organization", req.GetOrganization(),
-		"--root_directory", req.GetInfo().GetRootDirectory(),
-		program}
-	args = append(args, req.GetArgs()...)
-	// A stack with no config sends nil: the SDK expects {} and [] (json.Marshal(nil) is "null").
-	configMap := req.GetConfig()
-	if configMap == nil {
-		configMap = map[string]string{}
-	}
-	config, err := json.Marshal(configMap)
-	if err != nil {
-		return nil, err
-	}
-	keys := req.GetConfigSecretKeys()
-	if keys == nil {
-		keys = []string{}
-	}
-	secretKeys, err := json.Marshal(keys)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, python, args...)
-	cmd.Dir = req.GetPwd()
-	cmd.Env = append(withVenv(os.Environ(), venv),
-		"PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeys))
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	err = cmd.Run()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-		return &pulumirpc.RunResponse{}, nil
-	case errors.As(err, &exitErr) && exitErr.ExitCode() == exitAfterUserMessage:
-		return &pulumirpc.RunResponse{Bail: true}, nil
-	case errors.As(err, &exitErr):
-		return &pulumirpc.RunResponse{Error: fmt.Sprintf("Program exited with non-zero exit code: %d", exitErr.ExitCode())}, nil
-	default:
-		return &pulumirpc.RunResponse{Error: fmt.Sprintf("could not run %s: %v", python, err)}, nil
-	}
-}
-
-// Handshake: nothing to negotiate; the engine's address arrived on the command line.
+// Handshake: the engine's address may arrive here (attach mode) rather than on the command line.
 func (h *host) Handshake(ctx context.Context, req *pulumirpc.LanguageHandshakeRequest) (*pulumirpc.LanguageHandshakeResponse, error) {
 	if req.GetEngineAddress() != "" {
 		h.engineAddress = req.GetEngineAddress()
+		if err := h.followEngine(); err != nil {
+			return nil, fmt.Errorf("could not follow the engine's health: %w", err)
+		}
 	}
 	return &pulumirpc.LanguageHandshakeResponse{}, nil
 }
 
-// GetRequiredPlugins and GetRequiredPackages report nothing to acquire: the engine loads each
-// provider at the version a resource registers, from the plugins `make setup` installed.
-func (h *host) GetRequiredPlugins(context.Context, *pulumirpc.GetRequiredPluginsRequest) (*pulumirpc.GetRequiredPluginsResponse, error) {
-	return &pulumirpc.GetRequiredPluginsResponse{}, nil
-}
-
-func (h *host) GetRequiredPackages(context.Context, *pulumirpc.GetRequiredPackagesRequest) (*pulumirpc.GetRequiredPackagesResponse, error) {
-	return &pulumirpc.GetRequiredPackagesResponse{}, nil
+// Cancel stops every program and plugin this host runs (the engine sends it when the user
+// cancels); the host keeps serving until the engine closes it.
+func (h *host) Cancel(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
+	h.cancel()
+	return &emptypb.Empty{}, nil
 }
 
 func (h *host) GetPluginInfo(context.Context, *emptypb.Empty) (*pulumirpc.PluginInfo, error) {
 	return &pulumirpc.PluginInfo{Version: version}, nil
 }
 
+// RuntimeOptionsPrompts asks nothing: `pulumi new` templates are not how this project starts.
 func (h *host) RuntimeOptionsPrompts(context.Context, *pulumirpc.RuntimeOptionsRequest) (*pulumirpc.RuntimeOptionsResponse, error) {
 	return &pulumirpc.RuntimeOptionsResponse{}, nil
 }
 
-func (h *host) GetProgramDependencies(context.Context, *pulumirpc.GetProgramDependenciesRequest) (*pulumirpc.GetProgramDependenciesResponse, error) {
-	return &pulumirpc.GetProgramDependenciesResponse{}, nil
+// boundTo is a context that ends with the request or with the host (engine gone, Cancel).
+func (h *host) boundTo(ctx context.Context) (context.Context, context.CancelFunc) {
+	bound, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(h.ctx, cancel)
+	return bound, func() { stop(); cancel() }
 }
-
-func (h *host) About(_ context.Context, req *pulumirpc.AboutRequest) (*pulumirpc.AboutResponse, error) {
-	python, _, err := pythonFor(req.GetInfo())
-	if err != nil {
-		return nil, err
-	}
-	out, err := exec.Command(python, "--version").Output()
-	if err != nil {
-		return nil, err
-	}
-	return &pulumirpc.AboutResponse{Executable: python, Version: strings.TrimPrefix(strings.TrimSpace(string(out)), "Python ")}, nil
-}
-
-// InstallDependencies makes the virtualenv if it is missing and installs requirements.txt into it,
-// which is what `pulumi install` (or `pulumi up` on a fresh clone) asks of a pip project.
-func (h *host) InstallDependencies(req *pulumirpc.InstallDependenciesRequest,
-	stream grpc.ServerStreamingServer[pulumirpc.InstallDependenciesResponse],
-) error {
-	info := req.GetInfo()
-	root := info.GetRootDirectory()
-	venvOpt := optionString(info.GetOptions(), "virtualenv")
-	if venvOpt == "" {
-		return errors.New("Pulumi.yaml names no virtualenv runtime option: nothing to install into")
-	}
-	venv := venvOpt
-	if !filepath.IsAbs(venv) {
-		venv = filepath.Join(root, venv)
-	}
-	out := &streamWriter{stream: stream}
-	steps := [][]string{}
-	if _, err := os.Stat(filepath.Join(venv, "bin", "python")); err != nil {
-		steps = append(steps, []string{"python3", "-m", "venv", venv})
-	}
-	steps = append(steps, []string{filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "-r", "requirements.txt"})
-	for _, step := range steps {
-		fmt.Fprintf(out, "$ %s\n", strings.Join(step, " "))
-		cmd := exec.Command(step[0], step[1:]...)
-		cmd.Dir = root
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: %w", strings.Join(step, " "), err)
-		}
-	}
-	return nil
-}
-
-type streamWriter struct {
-	stream grpc.ServerStreamingServer[pulumirpc.InstallDependenciesResponse]
-}
-
-func (w *streamWriter) Write(p []byte) (int, error) {
-	if err := w.stream.Send(&pulumirpc.InstallDependenciesResponse{Stdout: p}); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-var _ io.Writer = (*streamWriter)(nil)

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// exitAfterUserMessage is the exec script's exit status after it has already shown the error
+// (PYTHON_PROCESS_EXITED_AFTER_SHOWING_USER_ACTIONABLE_MESSAGE_CODE): the engine should bail quietly.
+const exitAfterUserMessage = 32
+
+// stopDelay is how long a child has, after SIGINT, before it is killed.
+const stopDelay = 3 * time.Second
+
+// attachDebuggerUnsupported is the one line `--attach-debugger` gets: said, never ignored.
+const attachDebuggerUnsupported = "--attach-debugger is not supported by rocm-bake's Python language host " +
+	"(tools/pulumi-language-python): run without it, or run the program under debugpy yourself"
+
+// pythonEnv is the interpreter a program or plugin runs with, and the virtualenv it belongs to.
+type pythonEnv struct {
+	Python string
+	Venv   string // "" when python3 comes from PATH
+}
+
+// pythonFor resolves the interpreter of a program or plugin: the `virtualenv` runtime option
+// (relative to its root directory), else python3 on PATH (the `.tools/bin/pulumi` wrapper puts
+// the project's .venv/bin first).
+func pythonFor(info *pulumirpc.ProgramInfo) (pythonEnv, error) {
+	root := info.GetRootDirectory()
+	if venv := venvOption(info); venv != "" {
+		python := filepath.Join(venv, "bin", "python")
+		if _, err := os.Stat(python); err != nil {
+			return pythonEnv{}, fmt.Errorf("the virtualenv %s (runtime option `virtualenv` of %s) has no bin/python: "+
+				"run `pulumi install` or `make setup`", venv, root)
+		}
+		return pythonEnv{Python: python, Venv: venv}, nil
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		return pythonEnv{}, errors.New("no `virtualenv` runtime option and no python3 on PATH")
+	}
+	return pythonEnv{Python: python}, nil
+}
+
+// venvOption is the absolute path the `virtualenv` runtime option names, or "".
+func venvOption(info *pulumirpc.ProgramInfo) string {
+	venv := optionString(info.GetOptions(), "virtualenv")
+	if venv != "" && !filepath.IsAbs(venv) {
+		venv = filepath.Join(info.GetRootDirectory(), venv)
+	}
+	return venv
+}
+
+func optionString(options *structpb.Struct, key string) string {
+	if options == nil {
+		return ""
+	}
+	if v, ok := options.GetFields()[key]; ok {
+		return v.GetStringValue()
+	}
+	return ""
+}
+
+// environ is env with the virtualenv activated: its bin first on PATH, VIRTUAL_ENV set, PYTHONHOME unset.
+func (p pythonEnv) environ(env []string) []string {
+	if p.Venv == "" {
+		return env
+	}
+	out := []string{"VIRTUAL_ENV=" + p.Venv}
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "PATH="):
+			out = append(out, "PATH="+filepath.Join(p.Venv, "bin")+string(os.PathListSeparator)+kv[len("PATH="):])
+		case strings.HasPrefix(kv, "PYTHONHOME="), strings.HasPrefix(kv, "VIRTUAL_ENV="):
+		default:
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// command runs python with args in the virtualenv, stopped (SIGINT, then SIGKILL) when ctx ends.
+func (p pythonEnv) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, p.Python, args...)
+	cmd.Env = p.environ(os.Environ())
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.WaitDelay = stopDelay
+	return cmd
+}
+
+// Run executes the program once (a preview or an update) and reports how it ended.
+func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
+	if req.GetAttachDebugger() {
+		return &pulumirpc.RunResponse{Error: attachDebuggerUnsupported}, nil
+	}
+	py, err := pythonFor(req.GetInfo())
+	if err != nil {
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
+	}
+	program := req.GetInfo().GetProgramDirectory()
+	if program == "" {
+		program = req.GetProgram()
+	}
+	args := []string{"-u", h.execScript,
+		"--monitor", req.GetMonitorAddress(),
+		"--engine", h.engineAddress,
+		"--project", req.GetProject(),
+		"--stack", req.GetStack(),
+		"--pwd", req.GetPwd(),
+		"--dry_run", strconv.FormatBool(req.GetDryRun()),
+		"--parallel", strconv.Itoa(int(req.GetParallel())),
+		"--organization", req.GetOrganization(),
+		"--root_directory", req.GetInfo().GetRootDirectory(),
+		program}
+	args = append(args, req.GetArgs()...)
+	config, secretKeys, err := configEnv(req.GetConfig(), req.GetConfigSecretKeys())
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := h.boundTo(ctx)
+	defer stop()
+	cmd := py.command(runCtx, args...)
+	cmd.Dir = req.GetPwd()
+	cmd.Env = append(cmd.Env, "PULUMI_CONFIG="+config, "PULUMI_CONFIG_SECRET_KEYS="+secretKeys)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return &pulumirpc.RunResponse{}, nil
+	case runCtx.Err() != nil && h.ctx.Err() != nil:
+		return &pulumirpc.RunResponse{Error: "the program was stopped: the engine cancelled or exited"}, nil
+	case errors.As(err, &exitErr) && exitErr.ExitCode() == exitAfterUserMessage:
+		return &pulumirpc.RunResponse{Bail: true}, nil
+	case errors.As(err, &exitErr):
+		return &pulumirpc.RunResponse{Error: fmt.Sprintf("Program exited with non-zero exit code: %d", exitErr.ExitCode())}, nil
+	default:
+		return &pulumirpc.RunResponse{Error: fmt.Sprintf("could not run %s: %v", py.Python, err)}, nil
+	}
+}
+
+// configEnv is the stack config and its secret keys as the SDK reads them from the environment.
+// A stack with no config sends nil: the SDK expects {} and [] (json.Marshal(nil) is "null").
+func configEnv(config map[string]string, secretKeys []string) (string, string, error) {
+	if config == nil {
+		config = map[string]string{}
+	}
+	if secretKeys == nil {
+		secretKeys = []string{}
+	}
+	c, err := json.Marshal(config)
+	if err != nil {
+		return "", "", err
+	}
+	k, err := json.Marshal(secretKeys)
+	if err != nil {
+		return "", "", err
+	}
+	return string(c), string(k), nil
+}
+
+// About names the interpreter and its version, and the toolchain.
+func (h *host) About(ctx context.Context, req *pulumirpc.AboutRequest) (*pulumirpc.AboutResponse, error) {
+	py, err := pythonFor(req.GetInfo())
+	if err != nil {
+		return nil, err
+	}
+	out, err := py.command(ctx, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %w", py.Python, err)
+	}
+	return &pulumirpc.AboutResponse{
+		Executable: py.Python,
+		Version:    strings.TrimPrefix(strings.TrimSpace(string(out)), "Python "),
+		Metadata:   map[string]string{"toolchain": "pip", "host": "rocm-bake " + version},
+	}, nil
+}
