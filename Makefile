@@ -19,7 +19,7 @@ REGISTRY_DIR ?= $(CURDIR)/.registry
 # benchmark, chromium for the landing-page test.
 APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: setup apt engines builder builder-stop test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: setup apt engines builder builder-stop test test-host up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake engines
 
@@ -56,6 +56,11 @@ builder-stop:
 
 test: setup
 	$(BIN)/python -m pytest
+
+# Go tests of our own language host (tools/pulumi-language-python), with the Go caches
+# tools/engines.py shares; `make test` runs them too (tests/test_language_host.py).
+test-host:
+	$(PYTHON) tools/engines.py --go-test pulumi-language-python
 
 include mk/pulumi.mk
 

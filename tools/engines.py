@@ -15,7 +15,8 @@ pinned in ``tools/<engine>/go.mod`` + ``go.sum`` (never a downloaded binary).
 * Plugins are registered with ``pulumi plugin install resource NAME VERSION
   --file BIN``: the engine never tries to download one.
 
-Usage: ``python tools/engines.py [--only NAME ...]`` (``make setup`` runs it).
+Usage: ``python tools/engines.py [--only NAME ...]`` (``make setup`` runs it);
+``python tools/engines.py --go-test pulumi-language-python`` runs the host's Go tests (``make test-host``).
 """
 
 from __future__ import annotations
@@ -185,6 +186,13 @@ def build(engine: Engine) -> Path:
     return out
 
 
+def go_test(name: str) -> int:
+    """``go test`` of tools/<name> (our own Go code), sharing the engines' module and build caches."""
+    argv = ["go", "test", "-p", os.environ.get("ROCM_BAKE_GO_JOBS", "2"), "-count=1", "./..."]
+    say(f"$ (cd tools/{name} && {' '.join(argv)})")
+    return subprocess.run(argv, cwd=TOOLS / name, env=go_env()).returncode
+
+
 def module_dir(module: str, env: dict[str, str]) -> Path:
     result = subprocess.run(["go", "mod", "download", "-json", module], cwd=TOOLS / "pulumi", env=env,
                             capture_output=True, text=True, check=True)
@@ -301,9 +309,13 @@ def hold_lock() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="build only these engines")
+    parser.add_argument("--go-test", metavar="NAME", choices=[e.name for e in ENGINES if e.packages == (".",)],
+                        help="run `go test` of our own engine module tools/NAME (with the shared Go caches) and exit")
     args = parser.parse_args()
     if shutil.which("go") is None:
         sys.exit("engines: no Go toolchain on PATH: install Go (the engines are built from Go modules)")
+    if args.go_test:
+        sys.exit(go_test(args.go_test))
     BIN.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     hold_lock()

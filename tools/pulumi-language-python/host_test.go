@@ -489,3 +489,42 @@ func TestWriteFilesRefusesPathsOutsideTheDirectory(t *testing.T) {
 		t.Errorf("pkg/__init__.py = %q", data)
 	}
 }
+
+// -- Link --------------------------------------------------------------------------------------
+
+func TestLinkAddsAGeneratedSDKToRequirements(t *testing.T) {
+	root, sdk := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "requirements.txt"), []byte("pulumi>=3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sdk, "pyproject.toml"), []byte("[project]\nname = \"pulumi_ext\"\nversion = \"1.0.0\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(sdk, "pulumi_ext"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sdk, "pulumi_ext", "pulumi-plugin.json"), []byte(`{"resource": true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	info := &pulumirpc.ProgramInfo{RootDirectory: root, ProgramDirectory: root}
+	resp, err := newHost("", "").Link(context.Background(), &pulumirpc.LinkRequest{
+		Info: info, Packages: []*pulumirpc.LinkRequest_LinkDependency{{Path: sdk, Package: &pulumirpc.PackageDependency{Name: "ext"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, _ := os.ReadFile(filepath.Join(root, "requirements.txt"))
+	if !strings.Contains(string(reqs), "pulumi>=3\n") || !strings.Contains(string(reqs), sdk) {
+		t.Errorf("requirements.txt = %q, want pulumi>=3 and %s", reqs, sdk)
+	}
+	if !strings.Contains(resp.GetImportInstructions(), "import pulumi_ext") {
+		t.Errorf("instructions = %q", resp.GetImportInstructions())
+	}
+	// Nothing to link (every `pulumi convert`): nothing written.
+	if _, err := newHost("", "").Link(context.Background(), &pulumirpc.LinkRequest{Info: info}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(filepath.Join(root, "requirements.txt")); string(again) != string(reqs) {
+		t.Errorf("an empty Link changed requirements.txt: %q", again)
+	}
+}
