@@ -6,6 +6,7 @@
   the installed SDKs name;
 * ``pulumi import --generate-code`` writes Python (through pkg/v3/codegen/python);
 * a Python policy pack runs through RunPlugin in its own venv, sees the stack, and refuses a violation;
+* ``--attach-debugger`` starts the program under debugpy: a debug-adapter client attaches and the preview completes;
 * after ``kill -9`` of the CLI mid-``up``, the host and the program it ran are gone within seconds.
 
 Each test runs in temp copies with its own file backend and passphrase; nothing is mocked. A missing engine or
@@ -20,10 +21,13 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -209,6 +213,69 @@ def test_policy_pack_runs_through_the_host_and_refuses_a_violation(tmp_path: Pat
         refused.stdout
     assert "text of hello is 'forbidden' (stack pol, project langhost-dyn)" in refused.stdout, \
         "the pack sees the stack and project (PolicyProxy's configuration)"
+
+
+# -- --attach-debugger ------------------------------------------------------------------------------
+
+
+def dap_send(sock: socket.socket, seq: int, command: str, arguments: dict | None = None) -> None:
+    """One Debug Adapter Protocol request (what an IDE sends to debugpy)."""
+    body = json.dumps({"seq": seq, "type": "request", "command": command, "arguments": arguments or {}}).encode()
+    sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def dap_messages(sock: socket.socket) -> Iterator[dict]:
+    buffer = b""
+    while True:
+        while b"\r\n\r\n" not in buffer:
+            if not (chunk := sock.recv(65536)):
+                return
+            buffer += chunk
+        head, buffer = buffer.split(b"\r\n\r\n", 1)
+        length = int(re.search(rb"Content-Length: (\d+)", head).group(1))  # type: ignore[union-attr]
+        while len(buffer) < length:
+            if not (chunk := sock.recv(65536)):
+                return
+            buffer += chunk
+        body, buffer = buffer[:length], buffer[length:]
+        yield json.loads(body)
+
+
+def test_attach_debugger_runs_the_program_under_debugpy(tmp_path: Path) -> None:
+    project = new_project(dynamic_program(tmp_path / "prog"), tmp_path / "state", stack="dbg")
+    cli = subprocess.Popen([str(engine("pulumi")), "preview", "--attach-debugger", "--non-interactive", "-s", "dbg"],
+                           cwd=project.dir, env=project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert cli.stdout is not None
+        port, head = None, []
+        for line in cli.stdout:
+            head.append(line)
+            if match := re.search(r"Waiting for debugger to attach \(on port (\d+)\)", line):
+                port = int(match[1])
+                break
+        assert port, f"the CLI never said where to attach:\n{''.join(head)}"
+        rest: list[str] = []
+        reader = threading.Thread(target=lambda: rest.extend(cli.stdout), daemon=True)  # type: ignore[arg-type]
+        reader.start()
+        seen = []
+        with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
+            dap_send(sock, 1, "initialize", {"adapterID": "python", "clientID": "rocm-bake-test"})
+            dap_send(sock, 2, "attach", {"justMyCode": True})
+            for message in dap_messages(sock):
+                kind = message.get("command") or message.get("event")
+                seen.append((message["type"], kind, message.get("success")))
+                if (message["type"], kind) == ("event", "initialized"):
+                    dap_send(sock, 3, "configurationDone")
+                if (message["type"], kind) == ("event", "terminated"):
+                    break
+        assert ("response", "attach", True) in seen and ("event", "process", None) in seen, seen
+        assert cli.wait(timeout=300) == 0, "".join(head + rest)
+        reader.join(timeout=10)
+        assert re.search(r'out: "ok"', "".join(rest)), "".join(head + rest)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
 
 
 # -- the engine dies -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -336,14 +337,114 @@ func TestHostKeepsServingWhileTheEngineLives(t *testing.T) {
 	}
 }
 
-func TestAttachDebuggerIsRefusedInOneLine(t *testing.T) {
-	h := newHost("", "")
-	resp, err := h.Run(context.Background(), &pulumirpc.RunRequest{AttachDebugger: true})
+func TestAttachDebuggerWithoutDebugpyIsOneLine(t *testing.T) {
+	python := python3(t)
+	venv := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(venv, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(python, filepath.Join(venv, "bin", "python")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", "")
+	t.Setenv("PYTHONNOUSERSITE", "1")
+	if exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import debugpy").Run() == nil {
+		t.Fatalf("%s has debugpy: the test needs an interpreter without it", python)
+	}
+	options, _ := structpb.NewStruct(map[string]any{"virtualenv": venv})
+	resp, err := newHost("", "").Run(context.Background(), &pulumirpc.RunRequest{
+		AttachDebugger: true, Info: &pulumirpc.ProgramInfo{RootDirectory: venv, ProgramDirectory: venv, Options: options},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetError() != attachDebuggerUnsupported || strings.Contains(resp.GetError(), "\n") {
-		t.Errorf("--attach-debugger got %q", resp.GetError())
+	if !strings.Contains(resp.GetError(), "--attach-debugger needs debugpy") || strings.Contains(resp.GetError(), "\n") {
+		t.Errorf("--attach-debugger without debugpy got %q", resp.GetError())
+	}
+}
+
+// debugEngine records the StartDebugging request the host sends.
+type debugEngine struct {
+	pulumirpc.UnimplementedEngineServer
+	requests chan *pulumirpc.StartDebuggingRequest
+}
+
+func (e *debugEngine) StartDebugging(_ context.Context, req *pulumirpc.StartDebuggingRequest) (*emptypb.Empty, error) {
+	e.requests <- req
+	return &emptypb.Empty{}, nil
+}
+
+// projectVenv is the project's .venv (make setup): the pulumi SDK brings debugpy into it.
+func projectVenv(t *testing.T) string {
+	t.Helper()
+	venv, err := filepath.Abs(filepath.Join("..", "..", ".venv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import debugpy").Run() != nil {
+		t.Fatalf("%s has no debugpy (the pulumi SDK depends on it): run `make setup`", venv)
+	}
+	return venv
+}
+
+func TestAttachDebuggerStartsTheProgramUnderDebugpyAndTellsTheEngine(t *testing.T) {
+	venv := projectVenv(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := &debugEngine{requests: make(chan *pulumirpc.StartDebuggingRequest, 1)}
+	srv := grpc.NewServer()
+	pulumirpc.RegisterEngineServer(srv, engine)
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	dir := t.TempDir()
+	script := filepath.Join(dir, "exec.py")
+	if err := os.WriteFile(script, []byte("print('program ran')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(lis.Addr().String(), script)
+	options, _ := structpb.NewStruct(map[string]any{"virtualenv": venv})
+	done := make(chan *pulumirpc.RunResponse, 1)
+	go func() {
+		resp, _ := h.Run(context.Background(), &pulumirpc.RunRequest{
+			AttachDebugger: true, Pwd: dir, Info: &pulumirpc.ProgramInfo{RootDirectory: dir, ProgramDirectory: dir, Options: options},
+		})
+		done <- resp
+	}()
+	var req *pulumirpc.StartDebuggingRequest
+	select {
+	case req = <-engine.requests:
+	case resp := <-done:
+		t.Fatalf("the run ended before the debugger was announced: %v", resp)
+	case <-time.After(90 * time.Second):
+		t.Fatal("no StartDebugging within 90 s")
+	}
+	config := req.GetConfig().AsMap()
+	connect, _ := config["connect"].(map[string]any)
+	port, _ := connect["port"].(float64)
+	if config["type"] != "python" || config["request"] != "attach" || connect["host"] != "127.0.0.1" || port == 0 {
+		t.Fatalf("debug configuration = %v", config)
+	}
+	if req.GetMessage() != fmt.Sprintf("on port %d", int(port)) {
+		t.Errorf("message = %q", req.GetMessage())
+	}
+	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", int(port)), 5*time.Second)
+	if err != nil {
+		t.Fatalf("nothing listens on the announced port: %v", err)
+	}
+	conn.Close()
+	select {
+	case resp := <-done:
+		t.Fatalf("the program did not wait for the debugger: %v", resp)
+	case <-time.After(500 * time.Millisecond):
+	}
+	h.Cancel(context.Background(), nil) // the user gives up: the waiting program is stopped
+	select {
+	case <-done:
+	case <-time.After(stopDelay + 5*time.Second):
+		t.Fatal("Cancel did not stop the program waiting for its debugger")
 	}
 }
 

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,10 +25,9 @@ const analyzerKind = "analyzer"
 //     the proxy, which starts the pack with PULUMI_PROJECT/STACK/CONFIG/DRY_RUN in its
 //     environment (pulumi-policy reads them there) and then forwards every call to it;
 //   - any other plugin runs its directory's __main__.py with ARGS, in the engine's directory.
+//
+// With `--attach-debugger plugins` the plugin starts under debugpy, as a program does.
 func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer) error {
-	if req.GetAttachDebugger() {
-		return errors.New(attachDebuggerUnsupported)
-	}
 	info := req.GetInfo()
 	dir := info.GetProgramDirectory()
 	if dir == "" {
@@ -43,19 +40,30 @@ func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.Langu
 	ctx, stop := h.boundTo(server.Context())
 	defer stop()
 
+	args := []string{"-u"}
+	var debug *debugSession
+	if req.GetAttachDebugger() {
+		var debugArgs []string
+		if debugArgs, debug, err = py.debugArgs(ctx); err != nil {
+			return err
+		}
+		defer debug.cleanup()
+		args = append(args, debugArgs...)
+	}
 	var cmd *exec.Cmd
 	if req.GetKind() == analyzerKind {
-		if err := requireModule(ctx, py, "pulumi.policy"); err != nil {
-			return fmt.Errorf("policy pack %s: %w", dir, err)
+		if err := py.canImport(ctx, "pulumi.policy"); err != nil {
+			return fmt.Errorf("policy pack %s: %s cannot import pulumi.policy: install pulumi-policy into that "+
+				"virtualenv (or name one that has it as runtime option `virtualenv`)", dir, py.Python)
 		}
-		cmd = py.command(ctx, append(append([]string{"-u", "-m", "pulumi.policy"}, req.GetArgs()...), dir)...)
+		cmd = py.command(ctx, append(append(append(args, "-m", "pulumi.policy"), req.GetArgs()...), dir)...)
 		cmd.Dir = dir
 	} else {
 		if _, err := os.Stat(filepath.Join(dir, "__main__.py")); err != nil {
 			return fmt.Errorf("plugin %s has no __main__.py: rocm-bake's Python host runs a plugin from its "+
 				"__main__.py only (not as a built package)", dir)
 		}
-		cmd = py.command(ctx, append([]string{"-u", dir}, req.GetArgs()...)...)
+		cmd = py.command(ctx, append(append(args, dir), req.GetArgs()...)...)
 		cmd.Dir = req.GetPwd()
 	}
 
@@ -86,7 +94,7 @@ func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.Langu
 	cmd.Env = append(cmd.Env, req.GetEnv()...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 
-	if err := cmd.Start(); err != nil {
+	if err := h.start(ctx, cmd, debug, fmt.Sprintf("Pulumi: Plugin (%s)", req.GetName())); err != nil {
 		if proxy != nil {
 			proxy.Abort(err)
 		}
@@ -132,15 +140,4 @@ func policyEnv(config *pulumirpc.AnalyzerStackConfigureRequest) ([]string, error
 		add("PULUMI_CONFIG", string(data))
 	}
 	return env, nil
-}
-
-// requireModule fails with one line naming the interpreter when a module cannot be imported.
-func requireModule(ctx context.Context, py pythonEnv, module string) error {
-	cmd := py.command(ctx, "-c", "import "+module)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s cannot import %s: install pulumi-policy into that virtualenv (or name one that has it "+
-			"as runtime option `virtualenv`)", py.Python, module)
-	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,10 +24,6 @@ const exitAfterUserMessage = 32
 
 // stopDelay is how long a child has, after SIGINT, before it is killed.
 const stopDelay = 3 * time.Second
-
-// attachDebuggerUnsupported is the one line `--attach-debugger` gets: said, never ignored.
-const attachDebuggerUnsupported = "--attach-debugger is not supported by rocm-bake's Python language host " +
-	"(tools/pulumi-language-python): run without it, or run the program under debugpy yourself"
 
 // pythonEnv is the interpreter a program or plugin runs with, and the virtualenv it belongs to.
 type pythonEnv struct {
@@ -101,10 +98,9 @@ func (p pythonEnv) command(ctx context.Context, args ...string) *exec.Cmd {
 }
 
 // Run executes the program once (a preview or an update) and reports how it ended.
+// With `--attach-debugger` the program starts under debugpy and waits for the IDE the engine
+// names (StartDebugging).
 func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
-	if req.GetAttachDebugger() {
-		return &pulumirpc.RunResponse{Error: attachDebuggerUnsupported}, nil
-	}
 	py, err := pythonFor(req.GetInfo())
 	if err != nil {
 		return &pulumirpc.RunResponse{Error: err.Error()}, nil
@@ -113,7 +109,17 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	if program == "" {
 		program = req.GetProgram()
 	}
-	args := []string{"-u", h.execScript,
+	args := []string{"-u"}
+	var debug *debugSession
+	if req.GetAttachDebugger() {
+		var debugArgs []string
+		if debugArgs, debug, err = py.debugArgs(ctx); err != nil {
+			return &pulumirpc.RunResponse{Error: err.Error()}, nil
+		}
+		defer debug.cleanup()
+		args = append(args, debugArgs...)
+	}
+	args = append(args, h.execScript,
 		"--monitor", req.GetMonitorAddress(),
 		"--engine", h.engineAddress,
 		"--project", req.GetProject(),
@@ -123,7 +129,7 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 		"--parallel", strconv.Itoa(int(req.GetParallel())),
 		"--organization", req.GetOrganization(),
 		"--root_directory", req.GetInfo().GetRootDirectory(),
-		program}
+		program)
 	args = append(args, req.GetArgs()...)
 	config, secretKeys, err := configEnv(req.GetConfig(), req.GetConfigSecretKeys())
 	if err != nil {
@@ -135,7 +141,10 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	cmd.Dir = req.GetPwd()
 	cmd.Env = append(cmd.Env, "PULUMI_CONFIG="+config, "PULUMI_CONFIG_SECRET_KEYS="+secretKeys)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	err = cmd.Run()
+	err = h.start(runCtx, cmd, debug, "Pulumi: Program (Python)")
+	if err == nil {
+		err = cmd.Wait()
+	}
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
@@ -149,6 +158,30 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	default:
 		return &pulumirpc.RunResponse{Error: fmt.Sprintf("could not run %s: %v", py.Python, err)}, nil
 	}
+}
+
+// start starts cmd; under a debugger it then tells the engine where to attach, and stops cmd
+// if that fails (it would wait for a client forever).
+func (h *host) start(ctx context.Context, cmd *exec.Cmd, debug *debugSession, name string) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if debug != nil {
+		go func() {
+			if err := debug.announce(ctx, h.engineAddress, cmd.Process.Pid, name); err != nil {
+				fmt.Fprintf(os.Stderr, "pulumi-language-python: %v\n", err)
+				_ = cmd.Process.Kill()
+			}
+		}()
+	}
+	return nil
+}
+
+// canImport fails when module cannot be imported by this interpreter.
+func (p pythonEnv) canImport(ctx context.Context, module string) error {
+	cmd := p.command(ctx, "-c", "import "+module)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	return cmd.Run()
 }
 
 // configEnv is the stack config and its secret keys as the SDK reads them from the environment.
