@@ -7,9 +7,8 @@
 // pulumi-language-python-exec script (installed beside this binary), reports the venv's
 // packages and the plugins their pulumi-plugin.json files name, runs Python plugins (policy
 // packs) in a virtualenv, runs either under debugpy for --attach-debugger, and generates Python
-// through pkg/v3/codegen/python. Plugins are
-// never acquired here: the engine loads them from the plugin cache, where `make setup`
-// registered the ones built from pinned Go modules.
+// through pkg/v3/codegen/python. Plugins are never acquired here: the engine loads them from
+// the plugin cache, where `make setup` registered the ones built from pinned Go modules.
 //
 // The files of this package, one concern each: main.go (process lifetime: serve, follow the
 // engine, exit with it), program.go (the virtualenv and Run), inventory.go (installed packages
