@@ -4,7 +4,8 @@
 * ``pulumi about`` names the docker-build plugin and the program's pinned dependencies (pydantic among them);
 * ``pulumi install`` on a fresh clone makes the venv, installs the program and installs or finds every plugin
   the installed SDKs name;
-* ``pulumi import --generate-code`` writes Python (through pkg/v3/codegen/python);
+* ``pulumi import --generate-code``, ``pulumi convert`` and ``pulumi package gen-sdk`` write Python (through
+  pkg/v3/codegen/python);
 * a Python policy pack runs through RunPlugin in its own venv, sees the stack, and refuses a violation;
 * ``--attach-debugger`` starts the program under debugpy: a debug-adapter client attaches and the preview completes;
 * after ``kill -9`` of the CLI mid-``up``, the host and the program it ran are gone within seconds.
@@ -408,3 +409,21 @@ def test_convert_from_pcl_writes_a_python_project(tmp_path: Path) -> None:
     docker_build = next(e for e in engines_tool.ENGINES if e.name == "docker-build")
     assert f"pulumi-docker-build=={docker_build.version}" in (out / "requirements.txt").read_text().splitlines()
     assert re.search(r"^runtime: python$", (out / "Pulumi.yaml").read_text(), re.M)
+
+
+def test_package_gen_sdk_writes_the_python_sdk_of_docker_build(tmp_path: Path) -> None:
+    """`pulumi package gen-sdk` reads the plugin's schema and asks the host for the SDK (GeneratePackage)."""
+    docker_build = next(e for e in engines_tool.ENGINES if e.name == "docker-build")
+    state = tmp_path / "state"
+    state.mkdir()
+    result = subprocess.run([str(engine("pulumi")), "package", "gen-sdk", f"docker-build@{docker_build.version}",
+                             "--language", "python", "--out", str(tmp_path / "sdk")], cwd=tmp_path, env=cli_env(state),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    package = tmp_path / "sdk" / "python" / "pulumi_docker_build"
+    assert json.loads((package / "pulumi-plugin.json").read_text()) == {
+        "resource": True, "name": "docker-build", "version": docker_build.version}
+    assert re.search(r"^class Image\(pulumi\.CustomResource\):$", (package / "image.py").read_text(), re.M)
+    compiled = subprocess.run([str(VENV_BIN / "python"), "-m", "compileall", "-q", str(package)], capture_output=True,
+                              text=True)
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
