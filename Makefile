@@ -19,7 +19,7 @@ REGISTRY_DIR ?= $(CURDIR)/.registry
 # benchmark, chromium for the landing-page test.
 APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: setup apt engines builder builder-stop test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: setup apt engines builder builder-stop test check-dockerfiles up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake engines
 
@@ -56,6 +56,12 @@ builder-stop:
 
 test: setup
 	$(BIN)/python -m pytest
+
+# buildx build --check of every dockerfiles/*.Dockerfile on a private buildkitd
+# that reaches no registry: stand-in bases and named contexts, the real build
+# args (tests/test_check_dockerfiles.py runs the same code in make test).
+check-dockerfiles: setup
+	$(BIN)/python tools/check_dockerfiles.py
 
 include mk/pulumi.mk
 
