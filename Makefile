@@ -8,6 +8,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARCH ?= gfx950
 ARCHES ?=
+# The arch rules (policy/, a pulumi-policy pack) judge every preview and up.
+POLICY_PACK = --policy-pack $(CURDIR)/policy
 REGISTRY_PORT ?= 5000
 # The buildx builder stack config names (rocm-bake:builder): `make builder`
 # registers a local buildkitd under this name with the remote driver, the
@@ -68,10 +70,10 @@ include mk/pulumi.mk
 # A real stack: real ROCm bases from stack config, the local registry and
 # builder unless the stack names others.
 up: setup registry builder stack-$(ARCH)
-	$(PULUMI_RUN) up -s $(ARCH) --yes
+	$(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK)
 
 preview: setup stack-$(ARCH)
-	$(PULUMI_RUN) preview -s $(ARCH)
+	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK)
 
 registry:
 	@if curl -fsS http://127.0.0.1:$(REGISTRY_PORT)/v2/ >/dev/null 2>&1; then echo "registry already on 127.0.0.1:$(REGISTRY_PORT)"; \
