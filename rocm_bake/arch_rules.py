@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -77,13 +78,18 @@ def _dockerfile(res: Declared) -> str | None:
     return location if isinstance(location, str) else None
 
 
+@lru_cache(maxsize=1)
+def _targets_by_file() -> dict[str, Target]:
+    """targets.yml, read once per process (the pack judges every resource of every preview)."""
+    return {PurePosixPath(t.dockerfile).name: t for t in load_targets().targets}
+
+
 def image_target(res: Declared) -> Target | None:
     """The targets.yml target an Image builds, by its Dockerfile's name (as ``image_plan.dockerfile_path``)."""
     location = _dockerfile(res)
     if location is None:
         return None
-    by_file = {PurePosixPath(t.dockerfile).name: t for t in load_targets().targets}
-    return by_file.get(PurePosixPath(location).name)
+    return _targets_by_file().get(PurePosixPath(location).name)
 
 
 def check_tags(config: StackConfig, res: Declared) -> list[str]:
