@@ -8,6 +8,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARCH ?= gfx950
 ARCHES ?=
+# The arch rules (policy/, a pulumi-policy pack) judge every preview and up.
+POLICY_PACK = --policy-pack $(CURDIR)/policy
 REGISTRY_PORT ?= 5000
 # The buildx builder stack config names (rocm-bake:builder): `make builder`
 # registers a local buildkitd under this name with the remote driver, the
@@ -19,7 +21,7 @@ REGISTRY_DIR ?= $(CURDIR)/.registry
 # benchmark, chromium for the landing-page test.
 APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: setup apt engines builder builder-stop test test-host up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: setup apt engines builder builder-stop test test-host check-dockerfiles up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake engines
 
@@ -62,15 +64,21 @@ test: setup
 test-host:
 	$(PYTHON) tools/engines.py --go-test pulumi-language-python
 
+# buildx build --check of every dockerfiles/*.Dockerfile on a private buildkitd
+# that reaches no registry: stand-in bases and named contexts, the real build
+# args (tests/test_check_dockerfiles.py runs the same code in make test).
+check-dockerfiles: setup
+	$(BIN)/python tools/check_dockerfiles.py
+
 include mk/pulumi.mk
 
 # A real stack: real ROCm bases from stack config, the local registry and
 # builder unless the stack names others.
 up: setup registry builder stack-$(ARCH)
-	$(PULUMI_RUN) up -s $(ARCH) --yes
+	$(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK)
 
 preview: setup stack-$(ARCH)
-	$(PULUMI_RUN) preview -s $(ARCH)
+	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK)
 
 registry:
 	@if curl -fsS http://127.0.0.1:$(REGISTRY_PORT)/v2/ >/dev/null 2>&1; then echo "registry already on 127.0.0.1:$(REGISTRY_PORT)"; \

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1.7
 # AITER JIT-compiles on first use; PREBUILD_KERNELS only buys first-inference
 # latency. Level 0 everywhere by default; level 2 is refused off CDNA by the
 # arch policy before this file is ever built (no wheel is produced there).

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1.7
 # ROCm toolchain + Python build deps, pruned to one arch's device libraries.
 # Per-arch (cache scoped by CACHE_ARCH): rocm-prune keeps only the
 # -gfxNNNN packages named in ROCM_PRUNE_KEEP.

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1.7
 # The image GPU tests run: pytorch-base with this arch's torch and triton
 # wheels installed. The wheel images end FROM scratch (wheels only, which is
 # all the fetcher reads), so they cannot run a test themselves.

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1.7
 # PyTorch for one PYTORCH_ROCM_ARCH value (a ;-list makes one fat binary).
 # pytorch-base and triton-wheel arrive as named build contexts pinned by digest.
 FROM pytorch-base AS build

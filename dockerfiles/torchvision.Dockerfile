@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1.7
 FROM pytorch-base AS build
 ARG PYTORCH_ROCM_ARCH
 ARG ROCM_VERSION

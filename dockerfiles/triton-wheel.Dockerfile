@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1.7
 # Triton compiles no device code at build time, so its cache stays on the
 # shared ref for every arch (see manifests/targets.yml: device_code: false).
 ARG PYTHON_IMAGE=python:3.14-slim

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1.7
 # vllm keeps upstream's own +rocm101 local version.
 FROM pytorch-base AS build
 ARG PYTORCH_ROCM_ARCH

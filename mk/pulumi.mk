@@ -35,7 +35,7 @@ demo-base: setup registry builder
 # The main job on this machine: engines, registry, builder, demo base, then
 # `pulumi up` of the demo stack; ends with the pip line for the index it made.
 demo: setup registry builder demo-base stack-$(DEMO_STACK)
-	$(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview
+	$(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview $(POLICY_PACK)
 	PIP_CONFIG_FILE=/dev/null $(BIN)/rocm-bake index check $(DIST) --arch $(DEMO_ARCH)
 	@echo
 	@echo "The $(DEMO_ARCH) index is in $(DIST)/index/$(DEMO_ARCH)/. Install from it:"

@@ -105,9 +105,11 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
-def project_env(state: Path, kit: BuildKit, home: Path) -> dict[str, str]:
+def project_env(state: Path, kit: BuildKit | None, home: Path) -> dict[str, str]:
+    """The CLI's environment for a test project; ``kit`` None for previews that build nothing."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "GITHUB_"))}
-    env.update(kit.env())
+    if kit is not None:
+        env.update(kit.env())
     env.update({
         "PULUMI_BACKEND_URL": f"file://{state}",
         "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),

@@ -37,6 +37,8 @@ sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
 import base as demo_base  # noqa: E402  (dockerfiles/demo/base.py: the demo base image)
 
 STACKS = ("demo-gfx950", "demo-gfx1201")
+#: Every preview and up runs the arch rules (policy/), as `make preview` and `make up` do.
+POLICY = ("--policy-pack", str(ROOT / "policy"))
 #: Images that never depend on torch: an edit of torch.Dockerfile must leave them alone.
 UPSTREAM_OF_TORCH = ("pytorch-base", "triton-wheel")
 
@@ -118,7 +120,7 @@ def outputs(project: PulumiProject, stack: str) -> dict:
 
 def test_preview_of_a_new_stack_lists_creates_and_builds_nothing(project: PulumiProject, registry: str) -> None:
     before = catalog(registry)
-    preview = project.run("preview", "--json", stack="demo-gfx950").stdout
+    preview = project.run("preview", *POLICY, "--json", stack="demo-gfx950").stdout
     ops = {s["op"] for s in steps(preview)}
     assert ops <= {"create", "same"}, ops
     created = [resource_name(s) for s in steps(preview) if s["op"] == "create"]
@@ -129,7 +131,8 @@ def test_preview_of_a_new_stack_lists_creates_and_builds_nothing(project: Pulumi
 
 def test_up_builds_pushes_fetches_and_indexes(project: PulumiProject, registry: str) -> None:
     for stack in STACKS:
-        project.run("up", "--yes", "--skip-preview", stack=stack)
+        up = project.run("up", *POLICY, "--yes", "--skip-preview", stack=stack)
+        assert "✅ rocm-bake-arch-rules@v0.1.0" in up.stdout, "the arch rules did not judge the up"
     repos = catalog(registry)
     for target in ("pytorch-base", "triton-wheel", "torch", "torchvision", "amd_aiter", "vllm", "torch-runtime",
                    "cache"):
@@ -145,7 +148,7 @@ def test_up_builds_pushes_fetches_and_indexes(project: PulumiProject, registry: 
 
 def test_second_preview_and_refresh_change_nothing(project: PulumiProject) -> None:
     for stack in STACKS:
-        project.run("preview", "--expect-no-changes", stack=stack)
+        project.run("preview", *POLICY, "--expect-no-changes", stack=stack)
         project.run("refresh", "--yes", "--expect-no-changes", stack=stack)
 
 
@@ -168,7 +171,7 @@ def test_editing_the_torch_dockerfile_rebuilds_torch_and_its_dependants_only(pro
         "RUN python3 /usr/local/bin/demo_build.py install /deps/triton-*.whl",
         "RUN python3 /usr/local/bin/demo_build.py install /deps/triton-*.whl && echo edited > /opt/rocm/edited",
     ))
-    preview = project.run("preview", "--json", "--diff", stack="demo-gfx950").stdout
+    preview = project.run("preview", *POLICY, "--json", "--diff", stack="demo-gfx950").stdout
     ops = changed(preview)
     assert "torch-gfx950" in ops, ops
     for name in UPSTREAM_OF_TORCH:
@@ -177,8 +180,8 @@ def test_editing_the_torch_dockerfile_rebuilds_torch_and_its_dependants_only(pro
                         "torch-runtime-gfx950", "wheels-gfx950", "index-gfx950"}, ops
     # preview shows the rebuilt image's bare tag: the fetch and the index must still say "will change"
     assert "wheels-gfx950" in ops and "index-gfx950" in ops, ops
-    project.run("up", "--yes", "--skip-preview", stack="demo-gfx950")
-    project.run("preview", "--expect-no-changes", stack="demo-gfx950")
+    project.run("up", *POLICY, "--yes", "--skip-preview", stack="demo-gfx950")
+    project.run("preview", *POLICY, "--expect-no-changes", stack="demo-gfx950")
     after = {p: p.read_bytes() for p in sorted(other_index.rglob("*")) if p.is_file()}
     assert after == before, "the gfx1201 stack's index must be untouched by a gfx950 up"
     assert outputs(project, "demo-gfx1201") == other_outputs
@@ -209,7 +212,7 @@ def test_publish_through_the_real_providers_and_repair_drift(project: PulumiProj
     token = {"GITHUB_TOKEN": github.state.token}
     tag, page = "wheels-gfx950-rocm10.1.0", "data/wheels/gfx950/index.html"
     project.run("config", "set", "rocm-bake:publish", "true", stack="demo-gfx950")
-    project.run("up", "--yes", "--skip-preview", stack="demo-gfx950", extra_env=token)
+    project.run("up", *POLICY, "--yes", "--skip-preview", stack="demo-gfx950", extra_env=token)
     local = {p.name: p.read_bytes() for p in (project.dir / "dist" / "index" / "gfx950" / "files").iterdir()}
     published = {name: a["data"] for name, a in github.state.release_assets(tag).items()}
     assert published == local
@@ -217,15 +220,15 @@ def test_publish_through_the_real_providers_and_repair_drift(project: PulumiProj
     assert page in pages
 
     writes = len(api_writes(github))
-    project.run("up", "--yes", "--skip-preview", stack="demo-gfx950", extra_env=token)
+    project.run("up", *POLICY, "--yes", "--skip-preview", stack="demo-gfx950", extra_env=token)
     assert api_writes(github)[writes:] == [], "a second up must make no API writes"
 
     tamper_behind_pulumis_back(github, tag, page)
     refreshed = project.run("refresh", "--yes", "--expect-no-changes", stack="demo-gfx950", extra_env=token,
                             check=False)
     assert refreshed.returncode != 0, "refresh must report the drift made behind Pulumi's back"
-    project.run("up", "--yes", "--skip-preview", stack="demo-gfx950", extra_env=token)
-    project.run("preview", "--expect-no-changes", stack="demo-gfx950", extra_env=token)
+    project.run("up", *POLICY, "--yes", "--skip-preview", stack="demo-gfx950", extra_env=token)
+    project.run("preview", *POLICY, "--expect-no-changes", stack="demo-gfx950", extra_env=token)
     assert {name: a["data"] for name, a in github.state.release_assets(tag).items()} == local
     assert github.state.branch_files()[page] == pages[page]
 

@@ -298,6 +298,7 @@ def test_preview_reads_the_real_state_or_says_why_not() -> None:
     assert "upsert" not in action["with"], "a preview never creates a stack (that writes the state)"
     assert "refresh" not in action["with"], "a refresh in preview would read the registry and the GitHub API"
     assert action["with"]["comment-on-pr"] is True and job["permissions"]["pull-requests"] == "write"
+    assert action["with"]["policyPacks"] == "policy", "the arch rules judge every preview (policy/)"
     gate = step(job, id="state")
     assert gate["run"] == "python3 .github/scripts/check_secrets.py preview"
     assert gate["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"

@@ -1,0 +1,267 @@
+"""The arch rules every stack keeps, as checks over the resources a program declares.
+
+The policy pack (``policy/``) holds each rule as a mandatory policy, so
+``pulumi preview`` and ``pulumi up`` refuse a program that breaks one,
+whoever edited it. The rules themselves are the core's: tags and cache refs
+come from ``rocm_bake.image_plan`` and ``StackConfig``, the ``:latest`` and
+other-arch refusals from ``check_ref_for_arch``, the PREBUILD_KERNELS
+refusal from ``check_prebuild_kernels``, release tags from
+``release_tag``. This module only says where in a declared resource each
+one applies. It is Pulumi-free: the pack hands it plain values, with
+values that preview cannot know yet as ``UNKNOWN`` (checked at ``up``, when
+they are known).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import PurePosixPath
+from typing import Any
+
+from rocm_bake.arch import ARCH_PATTERN, ArchError, RocmArch, check_prebuild_kernels
+from rocm_bake.config import StackConfig, stack_config_from_mapping
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.manifests import Target, load_targets
+
+IMAGE = "docker-build:index:Image"
+DYNAMIC = "pulumi-python:dynamic:Resource"
+#: The program's secret config: never parsed, never kept (the engine hands the pack decrypted config).
+SECRET_KEYS = frozenset({"rocm-bake:githubToken"})
+#: An arch name inside any string: the core's own pattern, not touching other letters or hex digits.
+ARCH_TOKEN = re.compile(r"(?<![0-9a-z])" + ARCH_PATTERN.pattern.strip("^$") + r"(?![0-9a-f])")
+
+
+class Unknown:
+    """A value preview cannot know yet (an image digest, a path another resource returns)."""
+
+    def __repr__(self) -> str:
+        return "<unknown during preview>"
+
+
+UNKNOWN = Unknown()
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared resource as the engine shows it: type token, name and inputs."""
+
+    type: str
+    name: str
+    props: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One arch rule: its policy name, why it exists, and the check that finds breaches."""
+
+    name: str
+    description: str
+    check: Callable[[StackConfig, Declared], list[str]]
+
+
+def stack_config(stack: str, config: Mapping[str, str], secret_keys: set[str] | frozenset[str]) -> StackConfig:
+    """The stack's config as the engine gave it, parsed once; secret keys are dropped unread."""
+    plain = {k: v for k, v in config.items() if k not in secret_keys and k not in SECRET_KEYS}
+    return stack_config_from_mapping(stack, plain, f"stack {stack} config")
+
+
+def _known(value: Any) -> bool:
+    return value is not None and value is not UNKNOWN
+
+
+def _dockerfile(res: Declared) -> str | None:
+    dockerfile = res.props.get("dockerfile")
+    location = dockerfile.get("location") if isinstance(dockerfile, Mapping) else None
+    return location if isinstance(location, str) else None
+
+
+@lru_cache(maxsize=1)
+def _targets_by_file() -> dict[str, Target]:
+    """targets.yml, read once per process (the pack judges every resource of every preview)."""
+    return {PurePosixPath(t.dockerfile).name: t for t in load_targets().targets}
+
+
+def image_target(res: Declared) -> Target | None:
+    """The targets.yml target an Image builds, by its Dockerfile's name (as ``image_plan.dockerfile_path``)."""
+    location = _dockerfile(res)
+    if location is None:
+        return None
+    return _targets_by_file().get(PurePosixPath(location).name)
+
+
+def check_tags(config: StackConfig, res: Declared) -> list[str]:
+    """Images are tagged for this stack's arch and never ``:latest``; the wheel fetch reads only such tags."""
+    from rocm_bake.registry.client import check_ref_for_arch
+
+    if res.type == IMAGE:
+        tags = res.props.get("tags")
+        if tags is UNKNOWN:
+            return []
+        refs = list(tags or [])
+        if not refs and res.props.get("push"):
+            return [f"{res.name} is pushed with no tag, which the registry reads as :latest; "
+                    f"tag it {config.image_tag}"]
+    elif res.type == DYNAMIC and isinstance(res.props.get("image_refs"), list):
+        refs = res.props["image_refs"]
+    else:
+        return []
+    problems = []
+    for ref in refs:
+        if not isinstance(ref, str):
+            continue
+        try:
+            parsed = check_ref_for_arch(ref, config.pytorch_rocm_arch)
+        except RocmBakeError as exc:
+            problems.append(f"{res.name}: {exc}")
+            continue
+        if parsed.tag is not None and parsed.tag != config.image_tag:
+            problems.append(f"{res.name}: {ref!r} is tagged {parsed.tag!r}, not this stack's {config.image_tag!r}")
+    return problems
+
+
+def _cache_entries(res: Declared) -> Iterator[tuple[str, Any]]:
+    for kind in ("cacheFrom", "cacheTo"):
+        entries = res.props.get(kind)
+        if isinstance(entries, list):
+            for entry in entries:
+                yield kind, entry
+
+
+def check_cache(config: StackConfig, res: Declared) -> list[str]:
+    """Each arch's layer cache is its own (CACHE_ARCH); triton-wheel, with no device code, shares one ref."""
+    from rocm_bake.image_plan import cache_ref
+
+    if res.type != IMAGE:
+        return []
+    entries = [(kind, entry) for kind, entry in _cache_entries(res) if _known(entry)]
+    if not entries:
+        return []
+    target = image_target(res)
+    if target is None:
+        return [f"{res.name} builds {_dockerfile(res) or 'no Dockerfile'}, which is no target of "
+                "manifests/targets.yml: which cache ref it may use is unknown"]
+    want = cache_ref(config, target)
+    why = ("the ref every arch shares: it compiles no device code" if not target.device_code
+           else f"this stack's CACHE_ARCH ({config.effective_cache_arch}) ref")
+    problems = []
+    for kind, entry in entries:
+        registry = entry.get("registry") if isinstance(entry, Mapping) else None
+        if not isinstance(registry, Mapping):
+            problems.append(f"{res.name} {kind}: {entry!r} is not a registry cache ref; {target.name}'s is {want}")
+            continue
+        ref = registry.get("ref")
+        if _known(ref) and ref != want:
+            problems.append(f"{res.name} {kind} {ref!r}: {target.name}'s cache is {want} ({why})")
+    return problems
+
+
+def check_prebuild(config: StackConfig, res: Declared) -> list[str]:
+    """AITER PREBUILD_KERNELS is 0 unless the stack pins a level, and 2 is refused off CDNA."""
+    args = res.props.get("buildArgs") if res.type == IMAGE else None
+    value = args.get("PREBUILD_KERNELS") if isinstance(args, Mapping) else None
+    if not _known(value):
+        return []
+    try:
+        level = int(value)
+    except (TypeError, ValueError):
+        return [f"{res.name}: PREBUILD_KERNELS={value!r} is not a level AITER knows (0, 1 or 2)"]
+    arch_value = args.get("PYTORCH_ROCM_ARCH")
+    try:
+        arches = RocmArch(arch_value).arches if isinstance(arch_value, str) else tuple(config.arches)
+        check_prebuild_kernels(arches, level)
+    except ArchError as exc:
+        return [f"{res.name}: {exc}"]
+    want = config.policy().prebuild_kernels
+    if level != want:
+        pin = ("no pin (0 is the default everywhere)" if config.prebuild_kernels is None
+               else f"the pin {config.prebuild_kernels}")
+        return [f"{res.name}: PREBUILD_KERNELS={level}, but stack {config.stack} has {pin} "
+                "(rocm-bake:prebuildKernels)"]
+    return []
+
+
+def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Every string in a value with where it sits; internal keys (the pickled provider) are not inputs."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and not key.startswith("__"):
+                yield from _strings(key, where)
+                yield from _strings(item, f"{where}.{key}" if where else key)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{where}[{i}]")
+
+
+def check_own_arches(config: StackConfig, res: Declared) -> list[str]:
+    """A stack's resources name only its own arches: another arch's name means another stack's artifact."""
+    if res.type == "pulumi:pulumi:Stack" or res.type.startswith("pulumi:providers:"):
+        return []
+    own = set(config.arches)
+    foreign: dict[str, str] = {}
+    for where, text in [("name", res.name), *_strings(res.props, "")]:
+        for match in ARCH_TOKEN.finditer(text):
+            if match.group() not in own:
+                foreign.setdefault(match.group(), where)
+    return [f"{res.name} names {arch} (in {where}), which is not an arch of stack {config.stack} "
+            f"({', '.join(config.arches)})" for arch, where in foreign.items()]
+
+
+def is_publishing(res: Declared) -> bool:
+    """The publish resources (release, assets, gh-pages) carry the GitHub repo they write to."""
+    return res.type == DYNAMIC and "repo" in res.props and "arch" in res.props
+
+
+def check_own_release(config: StackConfig, res: Declared) -> list[str]:
+    """A stack publishes only its own release, and only when ``rocm-bake:publish`` says so."""
+    from rocm_bake.index.target import IndexTarget
+    from rocm_bake.publish.release import release_tag
+
+    if not is_publishing(res):
+        return []
+    props = res.props
+    problems = []
+    if not config.publish:
+        problems.append(f"{res.name} publishes, but stack {config.stack} has rocm-bake:publish false "
+                        "(publishing is a separate decision)")
+    own = IndexTarget.parse(config.pytorch_rocm_arch)
+    arch = props.get("arch")
+    if isinstance(arch, str):
+        try:
+            theirs = IndexTarget.parse(arch)
+        except RocmBakeError as exc:
+            theirs = None
+            problems.append(f"{res.name}: {exc}")
+        if theirs is not None and theirs != own:
+            problems.append(f"{res.name} publishes {theirs.spelling}'s index, not stack {config.stack}'s "
+                            f"({own.spelling})")
+    checks = (("repo", config.github_repo, "rocm-bake:githubRepo"),
+              ("rocm_version", config.rocm_version, "rocm-bake:rocmVersion"),
+              ("tag", release_tag(own, config.rocm_version), "its own release"))
+    for key, want, source in checks:
+        value = props.get(key)
+        if isinstance(value, str) and value != want:
+            problems.append(f"{res.name} {key} {value!r} is not this stack's {want!r} ({source})")
+    return problems
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("arch-scoped-tags", "Images are tagged by arch (<arch>-rocm<version>), never :latest, which is "
+         "written by whichever arch was pushed last.", check_tags),
+    Rule("per-arch-cache-refs", "Each arch's registry layer cache is its own (cache:<target>-<CACHE_ARCH>); "
+         "triton-wheel, which compiles no device code, shares cache:triton-wheel-shared.", check_cache),
+    Rule("prebuild-kernels", "AITER PREBUILD_KERNELS is 0 unless the stack pins a level; 2 is refused off "
+         "CDNA, where it produces no wheel.", check_prebuild),
+    Rule("own-arches-only", "A stack's resources name only its own arches.", check_own_arches),
+    Rule("own-release-only", "A stack publishes only its own release (wheels-<arch>-rocm<version>), and only "
+         "with rocm-bake:publish true.", check_own_release),
+)
+
+
+def violations(config: StackConfig, resources: list[Declared]) -> list[tuple[str, str]]:
+    """(rule, message) for every breach in ``resources``: the pack's verdict without the engine."""
+    return [(rule.name, message) for res in resources for rule in RULES for message in rule.check(config, res)]

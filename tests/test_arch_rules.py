@@ -1,0 +1,139 @@
+"""The arch rules the policy pack enforces (rocm_bake.arch_rules), without the engine.
+
+tests/test_policy_pack.py runs the pack on the real engine; these pin each
+rule's edges: what passes, what is refused and with which words.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rocm_bake.arch_rules import DYNAMIC, IMAGE, UNKNOWN, Declared, check_cache, check_own_arches
+from rocm_bake.arch_rules import check_own_release, check_prebuild, check_tags, stack_config
+from rocm_bake.errors import RocmBakeError
+
+REG = "127.0.0.1:5000/rocm-bake"
+
+
+def config(stack: str = "gfx950", **keys: str):
+    return stack_config(stack, {f"rocm-bake:{k}": v for k, v in keys.items()}, frozenset())
+
+
+def image(name: str, dockerfile: str, **props) -> Declared:
+    return Declared(IMAGE, name, {"dockerfile": {"location": f"dockerfiles/{dockerfile}.Dockerfile"}, **props})
+
+
+def cache(ref) -> dict:
+    return {"cacheFrom": [{"registry": {"ref": ref}}], "cacheTo": [{"registry": {"ref": ref, "mode": "max"}}]}
+
+
+def test_tags_are_the_stacks_arch_tag_never_latest() -> None:
+    cfg = config()
+    assert check_tags(cfg, image("torch-gfx950", "torch", tags=[f"{REG}/torch:gfx950-rocm10.1.0"], push=True)) == []
+    assert check_tags(cfg, image("t", "torch", tags=[f"{REG}/torch:latest"])) == [
+        f"t: image ref '{REG}/torch:latest' refused for gfx950: :latest is written by whichever architecture was "
+        "pushed last, with the wheels inside indistinguishable afterwards"]
+    assert check_tags(cfg, image("t", "torch", tags=[], push=True)) == [
+        "t is pushed with no tag, which the registry reads as :latest; tag it gfx950-rocm10.1.0"]
+    assert check_tags(cfg, image("t", "torch", tags=[f"{REG}/torch:gfx950-rocm10.0.0"])) == [
+        f"t: '{REG}/torch:gfx950-rocm10.0.0' is tagged 'gfx950-rocm10.0.0', not this stack's 'gfx950-rocm10.1.0'"]
+    assert "is tagged for gfx1201, not gfx950" in check_tags(cfg, image("t", "torch",
+                                                                        tags=[f"{REG}/torch:gfx1201-rocm10.1.0"]))[0]
+    assert check_tags(cfg, image("t", "torch", tags=UNKNOWN)) == []  # preview: judged at up
+
+
+def test_the_wheel_fetch_reads_only_arch_tags() -> None:
+    fetch = Declared(DYNAMIC, "wheels-gfx950", {"arch": "gfx950", "image_refs": [f"{REG}/torch:latest", UNKNOWN]})
+    assert check_tags(config(), fetch) == [
+        f"wheels-gfx950: image ref '{REG}/torch:latest' refused for gfx950: :latest is written by whichever "
+        "architecture was pushed last, with the wheels inside indistinguishable afterwards"]
+
+
+def test_cache_refs_are_per_arch_except_triton_wheels_shared_one() -> None:
+    cfg = config()
+    assert check_cache(cfg, image("torch-gfx950", "torch", **cache(f"{REG}/cache:torch-gfx950"))) == []
+    assert check_cache(cfg, image("triton-wheel-gfx950", "triton-wheel",
+                                  **cache(f"{REG}/cache:triton-wheel-shared"))) == []
+    assert check_cache(cfg, image("tw", "triton-wheel", **cache(f"{REG}/cache:triton-wheel-gfx950")))[0] == (
+        f"tw cacheFrom '{REG}/cache:triton-wheel-gfx950': triton-wheel's cache is {REG}/cache:triton-wheel-shared "
+        "(the ref every arch shares: it compiles no device code)")
+    assert check_cache(cfg, image("t", "torch", **cache(f"{REG}/cache:torch-shared")))[1] == (
+        f"t cacheTo '{REG}/cache:torch-shared': torch's cache is {REG}/cache:torch-gfx950 "
+        "(this stack's CACHE_ARCH (gfx950) ref)")
+    assert check_cache(cfg, image("t", "torch", **cache(UNKNOWN))) == []
+
+
+def test_cache_scope_follows_cache_arch_and_a_raw_or_unknown_target_is_refused() -> None:
+    cfg = config("gfx1151", cacheArch="strix")
+    assert check_cache(cfg, image("t", "torch", **cache(f"{REG}/cache:torch-strix"))) == []
+    assert "torch's cache is 127.0.0.1:5000/rocm-bake/cache:torch-strix" in check_cache(
+        cfg, image("t", "torch", **cache(f"{REG}/cache:torch-gfx1151")))[0]
+    raw = image("t", "torch", cacheTo=[{"raw": "type=local,dest=/tmp/c"}])
+    assert check_cache(cfg, raw) == [
+        "t cacheTo: {'raw': 'type=local,dest=/tmp/c'} is not a registry cache ref; torch's is "
+        f"{REG}/cache:torch-strix"]
+    assert check_cache(cfg, image("x", "other", **cache(f"{REG}/cache:x"))) == [
+        "x builds dockerfiles/other.Dockerfile, which is no target of manifests/targets.yml: which cache ref it "
+        "may use is unknown"]
+
+
+@pytest.mark.parametrize(("stack", "keys", "args", "want"), [
+    ("gfx1201", {}, {"PYTORCH_ROCM_ARCH": "gfx1201", "PREBUILD_KERNELS": "0"}, []),
+    ("gfx1201", {}, {"PYTORCH_ROCM_ARCH": "gfx1201", "PREBUILD_KERNELS": "1"},
+     ["a: PREBUILD_KERNELS=1, but stack gfx1201 has no pin (0 is the default everywhere) (rocm-bake:prebuildKernels)"]),
+    ("gfx950", {"prebuildKernels": "2"}, {"PYTORCH_ROCM_ARCH": "gfx950", "PREBUILD_KERNELS": "2"}, []),
+    ("gfx950", {"prebuildKernels": "2"}, {"PYTORCH_ROCM_ARCH": "gfx950", "PREBUILD_KERNELS": "0"},
+     ["a: PREBUILD_KERNELS=0, but stack gfx950 has the pin 2 (rocm-bake:prebuildKernels)"]),
+    ("fat", {"pytorchRocmArch": "gfx950;gfx1201"}, {"PYTORCH_ROCM_ARCH": "gfx950;gfx1201", "PREBUILD_KERNELS": "2"},
+     ["a: PREBUILD_KERNELS=2 refused for gfx1201: level 2 produces no wheel on non-CDNA arches (6 of 68 AITER JIT "
+      "modules carry CDNA-only code and setup.py treats the failure as fatal); use 0 (the default)"]),
+    ("gfx950", {}, {"PREBUILD_KERNELS": "lots"}, ["a: PREBUILD_KERNELS='lots' is not a level AITER knows (0, 1 or 2)"]),
+    ("gfx950", {}, {"PREBUILD_KERNELS": UNKNOWN}, []),
+])
+def test_prebuild_kernels_is_0_unless_pinned_and_2_only_on_cdna(stack, keys, args, want) -> None:
+    assert check_prebuild(config(stack, **keys), image("a", "amd_aiter", buildArgs=args)) == want
+
+
+def test_resources_name_only_their_stacks_arches() -> None:
+    fat = config("fat", pytorchRocmArch="gfx950;gfx1201")
+    both = image("torch-gfx950_gfx1201", "torch", tags=[f"{REG}/torch:gfx950_gfx1201-rocm10.1.0"],
+                 buildArgs={"ROCM_PRUNE_KEEP": "-gfx950 -gfx1201"})
+    assert check_own_arches(fat, both) == []
+    assert check_own_arches(config(), both) == [
+        "torch-gfx950_gfx1201 names gfx1201 (in name), which is not an arch of stack gfx950 (gfx950)"]
+    index = Declared(DYNAMIC, "index", {"arch": "gfx950", "wheels_dir": "dist/wheels/gfx1151",
+                                        "__provider": "gfx1201 in a pickled blob is no input"})
+    assert check_own_arches(config(), index) == [
+        "index names gfx1151 (in wheels_dir), which is not an arch of stack gfx950 (gfx950)"]
+    assert check_own_arches(config(), Declared("pulumi:pulumi:Stack", "rocm-bake-gfx1201", {})) == []
+
+
+def release(**props) -> Declared:
+    base = {"arch": "gfx950", "repo": "sbates130272/rocm-bake", "rocm_version": "10.1.0", "dist": "dist",
+            "api_url": "https://api.github.com", "tag": "wheels-gfx950-rocm10.1.0"}
+    return Declared(DYNAMIC, "publish-release", {**base, **props})
+
+
+def test_a_stack_publishes_only_its_own_release() -> None:
+    on = config(publish="true")
+    assert check_own_release(on, release()) == []
+    assert check_own_release(config(), release()) == [
+        "publish-release publishes, but stack gfx950 has rocm-bake:publish false (publishing is a separate decision)"]
+    assert check_own_release(on, release(arch="gfx1201", tag=None)) == [
+        "publish-release publishes gfx1201's index, not stack gfx950's (gfx950)"]
+    assert check_own_release(on, release(repo="someone/else")) == [
+        "publish-release repo 'someone/else' is not this stack's 'sbates130272/rocm-bake' (rocm-bake:githubRepo)"]
+    assert check_own_release(on, release(tag="wheels-gfx950-rocm10.0.0")) == [
+        "publish-release tag 'wheels-gfx950-rocm10.0.0' is not this stack's 'wheels-gfx950-rocm10.1.0' "
+        "(its own release)"]
+    fat = config("fat", pytorchRocmArch="gfx950;gfx1201", publish="true")
+    assert check_own_release(fat, release(arch="gfx950;gfx1201", tag="wheels-gfx950-gfx1201-rocm10.1.0")) == []
+    assert check_own_release(on, Declared(DYNAMIC, "index-gfx950", {"arch": "gfx950", "dist": "dist"})) == []
+
+
+def test_the_stack_config_is_parsed_once_with_secrets_dropped_unread() -> None:
+    cfg = stack_config("gfx950", {"rocm-bake:githubToken": "ghp_never_kept", "rocm-bake:other": "x"},
+                       frozenset({"rocm-bake:other"}))
+    assert cfg.github_token is None and cfg.pytorch_rocm_arch == "gfx950"
+    with pytest.raises(RocmBakeError, match=r"rocm-bake:prebuildKernels: PREBUILD_KERNELS=2 refused for gfx1201"):
+        stack_config("gfx1201", {"rocm-bake:prebuildKernels": "2"}, frozenset())
