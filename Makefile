@@ -8,20 +8,43 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARCH ?= gfx950
 ARCHES ?=
-REGISTRY_PORT ?= 5000
-# The buildx builder stack config names (rocm-bake:builder): `make builder`
-# registers a local buildkitd under this name with the remote driver, the
-# same path a build farm takes (remote or kubernetes driver).
-BUILDER ?= rocm-bake
+# This checkout's own registry port and buildx builder name (`rocm-bake-<id>`),
+# chosen once and kept in .rocm-bake/checkout.json (rocm_bake/checkout.py), so
+# checkouts on one host never share a registry or a builder. `make builder`
+# registers a local buildkitd under that name with the remote driver, the same
+# path a build farm takes (remote or kubernetes driver). REGISTRY_PORT= and
+# BUILDER= on the make line override them for that run; the stacks get them
+# as the defaults of rocm-bake:registry and rocm-bake:builder.
+CHECKOUT := $(shell $(PYTHON) -m rocm_bake.checkout --make)
+ifeq ($(words $(CHECKOUT)),2)
+else
+$(error .rocm-bake/checkout.json: no registry port and builder name (the line above says why))
+endif
+REGISTRY_PORT ?= $(word 1,$(CHECKOUT))
+BUILDER ?= $(word 2,$(CHECKOUT))
+# buildx keeps builders in this checkout's own config, never ~/.docker/buildx.
+export BUILDX_CONFIG ?= $(CURDIR)/.rocm-bake/buildx
+# What the Pulumi program takes as this run's registry and builder (rocm_bake/checkout.py).
+PULUMI_TARGETS := up preview demo demo-destroy
+$(PULUMI_TARGETS): export ROCM_BAKE_REGISTRY := 127.0.0.1:$(REGISTRY_PORT)
+$(PULUMI_TARGETS): export ROCM_BAKE_BUILDER := $(BUILDER)
 REGISTRY_DIR ?= $(CURDIR)/.registry
 # Debian packages the project needs: the registry, sshd for the GPU tests,
 # runc for BuildKit, debootstrap for the demo base, skopeo for the extract
 # benchmark, chromium for the landing-page test.
 APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: setup apt engines builder builder-stop test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: setup apt engines git-filters builder builder-stop down test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
-setup: apt $(BIN)/rocm-bake engines
+setup: apt $(BIN)/rocm-bake engines git-filters
+
+# `pulumi stack init` and every later run write this checkout's encryption
+# salt into stacks/Pulumi.<stack>.yaml (the CLI saves the state's salt into a
+# stack file that lacks one, even with PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER).
+# The salt is the checkout's, never the repository's: .gitattributes runs the
+# stack files through this clean filter, so git never records or reports it.
+git-filters:
+	@if git rev-parse --git-dir >/dev/null 2>&1; then git config filter.stack-salt.clean "sed '/^encryptionsalt: /d'"; fi
 
 # Installs what is missing (a second run checks and does nothing).
 apt:
@@ -54,6 +77,15 @@ builder: engines
 builder-stop:
 	$(PYTHON) tools/builder.py stop --name $(BUILDER)
 
+# Stops what this checkout started, and nothing else: its builder, its registry
+# and its state server, each known by its pidfile and its own path in its
+# command line (rocm_bake/daemons.py). Their data stays.
+down:
+	$(PYTHON) tools/builder.py stop --name $(BUILDER)
+	$(PYTHON) -m rocm_bake.registry.local stop --root $(REGISTRY_DIR)
+	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
+	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server
+
 test: setup
 	$(BIN)/python -m pytest
 
@@ -67,9 +99,10 @@ up: setup registry builder stack-$(ARCH)
 preview: setup stack-$(ARCH)
 	$(PULUMI_RUN) preview -s $(ARCH)
 
+# This checkout's registry: started once, found again by its pidfile; a port
+# some other process answers on is refused, never adopted.
 registry:
-	@if curl -fsS http://127.0.0.1:$(REGISTRY_PORT)/v2/ >/dev/null 2>&1; then echo "registry already on 127.0.0.1:$(REGISTRY_PORT)"; \
-	else $(BIN)/python -m rocm_bake.registry.server --port $(REGISTRY_PORT) --root $(REGISTRY_DIR) --daemon; fi
+	$(BIN)/python -m rocm_bake.registry.local start --port $(REGISTRY_PORT) --root $(REGISTRY_DIR)
 
 plan: setup
 	$(BIN)/rocm-bake plan $(ARCH)

@@ -42,6 +42,7 @@ demo: setup registry builder demo-base stack-$(DEMO_STACK)
 	@echo "  --index-url http://127.0.0.1:$(DEMO_PORT)/index/$(DEMO_ARCH)/"
 	@echo
 	@echo ".tools/bin/pulumi runs the CLI against this project's state: .tools/bin/pulumi preview -s $(DEMO_STACK) --expect-no-changes"
+	@echo "This checkout's registry (127.0.0.1:$(REGISTRY_PORT)) and builder ($(BUILDER)) keep running; make down stops them."
 
 demo-destroy: setup
 	$(PULUMI_RUN) destroy -s $(DEMO_STACK) --yes --skip-preview

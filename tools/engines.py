@@ -223,7 +223,11 @@ WRAPPER = """#!/bin/sh
 # rocm-bake's pulumi (written by tools/engines.py): the real CLI at {real},
 # run against this project's file backend and passphrase unless you set your
 # own, never acquiring a plugin from the network, with the engines and the
-# program's venv on PATH. It does not touch your global `pulumi login`.
+# program's venv on PATH and this checkout's buildx config (where `make
+# builder` registered this checkout's builder, so the docker-build plugin
+# finds it). It does not touch your global `pulumi login` or ~/.docker/buildx.
+# The stacks' secrets provider comes from the state, not from a salt in the
+# tracked stack file, and `stack rm` keeps the tracked stack file.
 root='{root}'
 if [ -z "${{PULUMI_BACKEND_URL:-}}" ]; then
   PULUMI_BACKEND_URL="file://$root/.rocm-bake/state"; mkdir -p "$root/.rocm-bake/state"
@@ -233,8 +237,18 @@ if [ -z "${{PULUMI_CONFIG_PASSPHRASE+x}}${{PULUMI_CONFIG_PASSPHRASE_FILE+x}}" ] 
 fi
 : "${{PULUMI_SKIP_UPDATE_CHECK:=true}}"
 : "${{PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION:=true}}"
+: "${{PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER:=true}}"
+: "${{BUILDX_CONFIG:=$root/.rocm-bake/buildx}}"
 export PULUMI_BACKEND_URL PULUMI_SKIP_UPDATE_CHECK PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION
+export PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER BUILDX_CONFIG
 PATH="$root/.tools/bin:$root/.venv/bin:$PATH"; export PATH
+prev=
+for arg in "$@"; do
+  case "$prev $arg" in
+    "stack rm"|"stack remove"|"stack delete") set -- "$@" --preserve-config; break ;;
+  esac
+  prev=$arg
+done
 exec '{real}' "$@"
 """
 
