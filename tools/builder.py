@@ -132,13 +132,27 @@ def abandoned(endpoint: str) -> bool:
         not Path(path.split("/.rocm-bake/", 1)[0]).exists()
 
 
+def claimed_endpoint(name: str, socket: Path, env: dict[str, str] | None) -> str | None:
+    """Where ``name`` points if it is ours (None: unregistered); another checkout's name is refused, naming it."""
+    endpoint = registered_endpoint(name, env)
+    if endpoint is None or endpoint == f"unix://{socket}":
+        return endpoint
+    if not abandoned(endpoint):
+        sys.exit(f"builder: buildx builder {name!r} is registered by {owner(endpoint)}; it is not re-pointed. "
+                 f"Name another (BUILDER=...), or stop it there (make down)")
+    print(f"builder: buildx builder {name!r} named {endpoint}, whose checkout is gone; re-registering", flush=True)
+    buildx("rm", name, env=env, check=False)
+    return None
+
+
 def start(name: str, state: Path, registries: list[str], env: dict[str, str] | None = None) -> Builder:
     """Start buildkitd unless it already runs, then (re)register the buildx remote builder ``name``."""
     if os.geteuid() != 0:
         sys.exit("builder: buildkitd runs as root here (runc worker; rootless needs rootlesskit): run as root")
     state.mkdir(parents=True, exist_ok=True)
-    pid = running_pid(state)
     socket = state / "buildkitd.sock"
+    claimed_endpoint(name, socket, env)  # refuse another's name before starting anything
+    pid = running_pid(state)
     config = state / "buildkitd.toml"
     wanted = config_text(registries)
     if pid is not None and config.exists() and config.read_text() != wanted:
@@ -166,15 +180,7 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
         print(f"builder: buildkitd started (pid {pid}, unix://{socket})", flush=True)
     else:
         print(f"builder: buildkitd already running (pid {pid}, unix://{socket})", flush=True)
-    endpoint = registered_endpoint(name, env)
-    if endpoint is not None and endpoint != f"unix://{socket}":
-        if not abandoned(endpoint):
-            sys.exit(f"builder: buildx builder {name!r} is registered by {owner(endpoint)}; it is not re-pointed. "
-                     f"Name another (BUILDER=...), or stop it there (make down)")
-        print(f"builder: buildx builder {name!r} named {endpoint}, whose checkout is gone; re-registering",
-              flush=True)
-        buildx("rm", name, env=env, check=False)
-        endpoint = None
+    endpoint = claimed_endpoint(name, socket, env)
     if endpoint is None:
         created = buildx("create", "--name", name, "--driver", "remote", f"unix://{socket}", env=env, check=False)
         if created.returncode != 0:
