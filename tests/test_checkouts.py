@@ -111,11 +111,12 @@ def clones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clone, Cl
     """Two clones of HEAD that ran a plain `make demo` at the same time; both are brought down at the end."""
     engine("pulumi"), engine("buildkitd"), engine("buildx")
     work = tmp_path_factory.mktemp("checkouts")
+    logs = tmp_path_factory.mktemp("checkout-logs")  # kept: the clones go, their make logs stay
     pair = []
     for name in ("a", "b"):
         dest = work / name
         subprocess.run(["git", "clone", "-q", str(ROOT), str(dest)], check=True, timeout=120)
-        pair.append(Clone(dest, work / f"{name}.log"))
+        pair.append(Clone(dest, logs / f"{name}.log"))
     a, b = pair
     started = time.monotonic()
     try:
