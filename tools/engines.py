@@ -227,7 +227,7 @@ WRAPPER = """#!/bin/sh
 # builder` registered this checkout's builder, so the docker-build plugin
 # finds it). It does not touch your global `pulumi login` or ~/.docker/buildx.
 # The stacks' secrets provider comes from the state, not from a salt in the
-# tracked stack file, and `stack rm` keeps the tracked stack file.
+# tracked stack files, which stay as committed; `stack rm` keeps them.
 root='{root}'
 if [ -z "${{PULUMI_BACKEND_URL:-}}" ]; then
   PULUMI_BACKEND_URL="file://$root/.rocm-bake/state"; mkdir -p "$root/.rocm-bake/state"
@@ -249,6 +249,19 @@ for arg in "$@"; do
   esac
   prev=$arg
 done
+# The salt the CLI writes into a tracked stack file is taken back out when it
+# exits (tools/strip-salt): a watcher reads a pipe whose write end only the CLI
+# (and what it starts) holds, so it wakes on any exit, kill -9 included, and it
+# holds the CLI's stdout and stderr until it is done, so whoever reads the
+# output to its end ($(...), a test reading its pipes) finds the stack files as
+# committed; make strips again after each pulumi line.
+# The CLI keeps this process's pid (exec).
+fifo="$root/.rocm-bake/.salt-watch.$$"
+if [ "$PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER" = true ] && mkdir -p "$root/.rocm-bake" && mkfifo "$fifo" 2>/dev/null; then
+  (while read -r _; do :; done; exec "$root/tools/strip-salt" "$root") <"$fifo" &
+  exec 9>"$fifo"
+  rm -f "$fifo"
+fi
 exec '{real}' "$@"
 """
 
