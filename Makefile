@@ -10,18 +10,33 @@ ARCH ?= gfx950
 ARCHES ?=
 # The arch rules (policy/, a pulumi-policy pack) judge every preview and up.
 POLICY_PACK = --policy-pack $(CURDIR)/policy
-REGISTRY_PORT ?= 5000
-# The buildx builder stack config names (rocm-bake:builder): `make builder`
-# registers a local buildkitd under this name with the remote driver, the
-# same path a build farm takes (remote or kubernetes driver).
-BUILDER ?= rocm-bake
+# This checkout's own registry port and buildx builder name (`rocm-bake-<id>`),
+# chosen once and kept in .rocm-bake/checkout.json (rocm_bake/checkout.py), so
+# checkouts on one host never share a registry or a builder. `make builder`
+# registers a local buildkitd under that name with the remote driver, the same
+# path a build farm takes (remote or kubernetes driver). REGISTRY_PORT= and
+# BUILDER= on the make line override them for that run; the stacks get them
+# as the defaults of rocm-bake:registry and rocm-bake:builder.
+CHECKOUT := $(shell $(PYTHON) -m rocm_bake.checkout --make)
+ifeq ($(words $(CHECKOUT)),2)
+else
+$(error .rocm-bake/checkout.json: no registry port and builder name (the line above says why))
+endif
+REGISTRY_PORT ?= $(word 1,$(CHECKOUT))
+BUILDER ?= $(word 2,$(CHECKOUT))
+# buildx keeps builders in this checkout's own config, never ~/.docker/buildx.
+export BUILDX_CONFIG ?= $(CURDIR)/.rocm-bake/buildx
+# What the Pulumi program takes as this run's registry and builder (rocm_bake/checkout.py).
+PULUMI_TARGETS := up preview demo demo-destroy
+$(PULUMI_TARGETS): export ROCM_BAKE_REGISTRY := 127.0.0.1:$(REGISTRY_PORT)
+$(PULUMI_TARGETS): export ROCM_BAKE_BUILDER := $(BUILDER)
 REGISTRY_DIR ?= $(CURDIR)/.registry
 # Debian packages the project needs: the registry, sshd for the GPU tests,
 # runc for BuildKit, debootstrap for the demo base, skopeo for the extract
 # benchmark, chromium for the landing-page test.
 APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: setup apt engines builder builder-stop test test-host check-dockerfiles up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: setup apt engines builder builder-stop down test test-host check-dockerfiles up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake engines
 
@@ -56,6 +71,15 @@ builder: engines
 builder-stop:
 	$(PYTHON) tools/builder.py stop --name $(BUILDER)
 
+# Stops what this checkout started, and nothing else: its builder, its registry
+# and its state server, each known by its pidfile and its own path in its
+# command line (rocm_bake/daemons.py). Their data stays.
+down:
+	$(PYTHON) tools/builder.py stop --name $(BUILDER)
+	$(PYTHON) -m rocm_bake.registry.local stop --root $(REGISTRY_DIR)
+	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
+	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server
+
 test: setup
 	$(BIN)/python -m pytest
 
@@ -75,14 +99,15 @@ include mk/pulumi.mk
 # A real stack: real ROCm bases from stack config, the local registry and
 # builder unless the stack names others.
 up: setup registry builder stack-$(ARCH)
-	$(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK)
+	$(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 
 preview: setup stack-$(ARCH)
-	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK)
+	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 
+# This checkout's registry: started once, found again by its pidfile; a port
+# some other process answers on is refused, never adopted.
 registry:
-	@if curl -fsS http://127.0.0.1:$(REGISTRY_PORT)/v2/ >/dev/null 2>&1; then echo "registry already on 127.0.0.1:$(REGISTRY_PORT)"; \
-	else $(BIN)/python -m rocm_bake.registry.server --port $(REGISTRY_PORT) --root $(REGISTRY_DIR) --daemon; fi
+	$(BIN)/python -m rocm_bake.registry.local start --port $(REGISTRY_PORT) --root $(REGISTRY_DIR)
 
 plan: setup
 	$(BIN)/rocm-bake plan $(ARCH)

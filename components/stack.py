@@ -7,6 +7,7 @@ whose arches are already checked; the components below take it as it is.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -16,6 +17,7 @@ from components.images import TargetImage
 from components.index_provider import WheelIndex
 from components.publish import declare_publish
 from components.wheels_provider import FetchedWheels
+from rocm_bake.checkout import local_defaults
 from rocm_bake.config import KEYS, StackConfig, stack_config_from_mapping
 from rocm_bake.image_plan import image_specs
 from rocm_bake.manifests import Targets, load_fleet, load_targets
@@ -32,10 +34,14 @@ def read_config() -> StackConfig:
     Narrowing a run to some targets is the engine's job (``pulumi up --target
     URN --target-dependents``), never done by undeclaring resources: an
     undeclared resource is one the engine deletes.
+
+    The registry and builder default to this checkout's own (its record in
+    ``.rocm-bake/checkout.json``, or what ``make`` exported for the run), so
+    the tracked stack files never name a local port.
     """
     stack = pulumi.get_stack()
     raw = pulumi.Config("rocm-bake")
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = dict(local_defaults(Path(pulumi.get_root_directory() or ".")))
     for key in KEYS:
         if key in SECRET_KEYS:
             continue

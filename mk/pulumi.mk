@@ -17,6 +17,10 @@ PULUMI_RUN = $(CURDIR)/.tools/bin/pulumi
 DEMO_ARCH ?= gfx950
 DEMO_STACK = demo-$(DEMO_ARCH)
 DEMO_PORT ?= 8081
+# The CLI writes the state's salt into the tracked stack files; .tools/bin/pulumi
+# takes it out when the CLI exits, and each pulumi line here does it again
+# before make goes on, so the next line finds the files as committed.
+STRIP_SALT = $(CURDIR)/tools/strip-salt $(CURDIR)
 
 $(STATE_DIR)/passphrase:
 	@mkdir -p $(STATE_DIR)
@@ -27,7 +31,8 @@ passphrase: $(STATE_DIR)/passphrase
 
 # A stack is created once, with the passphrase secrets provider.
 stack-%: setup passphrase
-	@$(PULUMI_RUN) stack select $* >/dev/null 2>&1 || $(PULUMI_RUN) stack init $* --secrets-provider passphrase
+	@$(PULUMI_RUN) stack select $* >/dev/null 2>&1 || $(PULUMI_RUN) stack init $* --secrets-provider passphrase; \
+	  rc=$$?; $(STRIP_SALT); exit $$rc
 
 demo-base: setup registry builder
 	$(BIN)/python dockerfiles/demo/base.py --registry 127.0.0.1:$(REGISTRY_PORT) --builder $(BUILDER) --buildx $(CURDIR)/.tools/bin/buildx
@@ -35,7 +40,7 @@ demo-base: setup registry builder
 # The main job on this machine: engines, registry, builder, demo base, then
 # `pulumi up` of the demo stack; ends with the pip line for the index it made.
 demo: setup registry builder demo-base stack-$(DEMO_STACK)
-	$(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview $(POLICY_PACK)
+	$(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 	PIP_CONFIG_FILE=/dev/null $(BIN)/rocm-bake index check $(DIST) --arch $(DEMO_ARCH)
 	@echo
 	@echo "The $(DEMO_ARCH) index is in $(DIST)/index/$(DEMO_ARCH)/. Install from it:"
@@ -47,9 +52,10 @@ demo: setup registry builder demo-base stack-$(DEMO_STACK)
 	@echo "  --index-url http://127.0.0.1:$(DEMO_PORT)/index/$(DEMO_ARCH)/"
 	@echo
 	@echo ".tools/bin/pulumi runs the CLI against this project's state: .tools/bin/pulumi preview -s $(DEMO_STACK) --expect-no-changes"
+	@echo "This checkout's registry (127.0.0.1:$(REGISTRY_PORT)) and builder ($(BUILDER)) keep running; make down stops them."
 
 demo-destroy: setup
-	$(PULUMI_RUN) destroy -s $(DEMO_STACK) --yes --skip-preview
+	$(PULUMI_RUN) destroy -s $(DEMO_STACK) --yes --skip-preview; rc=$$?; $(STRIP_SALT); exit $$rc
 
 # Team state: an S3 bucket on loopback (versitygw, built by `make setup`)
 # with its data, port and keys under .rocm-bake/state-server/; prints the

@@ -77,6 +77,11 @@ BuildArgs = Annotated[
     Annotated[dict[str, str], Tag("mapping")] | Annotated[Json[dict[str, str]], Tag("json")],
     Discriminator(lambda value: "json" if isinstance(value, (str, bytes)) else "mapping"),
 ]
+#: ``{registry}`` / ``{repository}`` in a build arg: the stack's own values, so a base image pushed to
+#: the stack's registry (the demo's) is named without writing a host:port into a tracked file.
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+BUILD_ARG_PLACEHOLDERS = ("registry", "repository")
+
 #: An OCI tag fragment: the cache ref is ``cache:<target>-<cacheArch>``.
 CacheScope = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")]
 
@@ -122,7 +127,8 @@ class StackConfig(BaseModel):
     dockerfile_dir: RepoPath = "dockerfiles"
     #: Extra build args for every target, e.g. the base images
     #: (``ROCM_IMAGE``, ``PYTHON_IMAGE``). They are the same for every arch, so
-    #: the shared triton-wheel cache stays shared.
+    #: the shared triton-wheel cache stays shared. ``{registry}`` and
+    #: ``{repository}`` in a value are replaced here, once, by the stack's own.
     build_args: BuildArgs = Field(default_factory=dict)
 
     @field_validator("prebuild_kernels")
@@ -132,6 +138,24 @@ class StackConfig(BaseModel):
         if arch is not None:
             check_prebuild_kernels(arch.arches, value)  # an ArchError is a ValueError: reported under the key
         return value
+
+    @field_validator("build_args")
+    @classmethod
+    def _placeholders(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        known = {name: info.data.get(name) for name in BUILD_ARG_PLACEHOLDERS}
+        if None in known.values():
+            return value  # the registry or repository itself was refused: that error is the one to read
+
+        def fill(arg: str, text: str) -> str:
+            def one(match: re.Match[str]) -> str:
+                name = match.group(1)
+                if name not in known:
+                    raise ValueError(f"{arg}: unknown placeholder {{{name}}}; known: "
+                                     + ", ".join(f"{{{n}}}" for n in BUILD_ARG_PLACEHOLDERS))
+                return str(known[name])
+            return _PLACEHOLDER.sub(one, text)
+
+        return {arg: fill(arg, text) for arg, text in value.items()}
 
     @property
     def arches(self) -> list[Arch]:

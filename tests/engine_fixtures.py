@@ -115,6 +115,8 @@ def project_env(state: Path, kit: BuildKit | None, home: Path) -> dict[str, str]
         "PULUMI_CONFIG_PASSPHRASE": secrets.token_urlsafe(24),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        # The stack's salt comes from the state, never from (or into) a tracked stack file.
+        "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
         "PULUMI_HOME": os.environ.get("PULUMI_HOME", str(Path.home() / ".pulumi")),
         "PATH": f"{TOOLS_BIN}:{VENV_BIN}:{env.get('PATH', '')}",
         "PIP_CONFIG_FILE": os.devnull,

@@ -166,3 +166,14 @@ def test_the_stack_pipeline_parses_the_arch_once(monkeypatch):
     assert specs and policy.arches == ["gfx950", "gfx1201"] and [n and n.name for n in nodes] == [None, "snoc-navi"]
     assert fleet.coverage(config.pytorch_rocm_arch).gpu_testable is False
     assert calls == []
+
+
+def test_build_args_name_the_stacks_own_registry_once_parsed():
+    """The demo stacks' base image follows rocm-bake:registry; an unknown placeholder names the arg."""
+    config = load_stack_config("demo-gfx950", {"rocm-bake:registry": "127.0.0.1:41234"})
+    assert config.build_args["ROCM_IMAGE"] == "127.0.0.1:41234/rocm-bake/demo-base:bookworm-1"
+    assert config.build_args["PYTHON_IMAGE"] == "127.0.0.1:41234/rocm-bake/demo-base:bookworm-1"
+    for stack in ("demo-gfx950", "demo-gfx1201"):
+        assert "127.0.0.1:5000" not in (STACKS_DIR / f"Pulumi.{stack}.yaml").read_text()
+    with pytest.raises(RocmBakeError, match=r"rocm-bake:buildArgs: X: unknown placeholder \{reg\}"):
+        load_stack_config("gfx950", {"rocm-bake:buildArgs": {"X": "{reg}/base:1"}})

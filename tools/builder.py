@@ -13,19 +13,24 @@ runs as root; it is idempotent: a second ``start`` finds it running and says
 so (a changed registry list restarts it), ``stop`` ends it.
 
 The registries it reaches over plain HTTP are ours and on loopback only
-(``--insecure-registry``, 127.0.0.1:5000 by default, written to
+(``--insecure-registry``, this checkout's registry by default, written to
 ``buildkitd.toml`` as ``http``/``insecure``). BuildKit already falls back
 to plain HTTP for 127.0.0.1 on any port (pushes, ``FROM`` pulls and registry
 cache export/import to random ports work with an empty list), so the same
 daemon serves tests' loopback registries; tests still start their own with
 :func:`start` to keep state and the buildx config private.
 
-The builder is registered in buildx's default config (``~/.docker/buildx``,
-or ``$BUILDX_CONFIG`` when set), where ``docker buildx``, standalone
-``buildx`` and the docker-build plugin all find it by name; tests pass a
-private ``BUILDX_CONFIG`` through ``env``.
+Nothing here is global. The builder's name carries the checkout's id
+(``rocm-bake-<id>``, chosen once in ``.rocm-bake/checkout.json``) and it is
+registered in the checkout's own buildx config, ``$BUILDX_CONFIG``, which the
+Makefile and ``.tools/bin/pulumi`` set to ``.rocm-bake/buildx`` (so ``docker
+buildx``, standalone ``buildx`` and the docker-build plugin all find it).
+A name that is already registered for another endpoint is never re-pointed:
+``start`` refuses and names the owner (the checkout whose buildkitd socket it
+names), and ``stop`` removes only a registration that points at our socket.
 
-Usage: ``python tools/builder.py start|stop|status [--name rocm-bake] [--insecure-registry HOST:PORT ...]``.
+Usage: ``python tools/builder.py start|stop|status [--name NAME] [--insecure-registry HOST:PORT ...]``
+(the name and registry default to this checkout's).
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS_BIN = ROOT / ".tools" / "bin"
 STATE = ROOT / ".rocm-bake" / "buildkit"
+#: This checkout's buildx config: builders registered here are seen by no other checkout.
+BUILDX_CONFIG = ROOT / ".rocm-bake" / "buildx"
 
 
 @dataclass
@@ -110,13 +117,42 @@ def registered_endpoint(name: str, env: dict[str, str] | None) -> str | None:
     return ""
 
 
+def owner(endpoint: str) -> str:
+    """Who registered a builder: the checkout whose buildkitd socket the endpoint names, else the endpoint."""
+    path = endpoint.removeprefix("unix://")
+    if endpoint.startswith("unix://") and "/.rocm-bake/" in path:
+        return f"checkout {path.split('/.rocm-bake/', 1)[0]} ({endpoint})"
+    return f"another owner ({endpoint or 'a non-remote driver'})"
+
+
+def abandoned(endpoint: str) -> bool:
+    """A unix socket endpoint whose checkout directory no longer exists: nobody owns it any more."""
+    path = endpoint.removeprefix("unix://")
+    return endpoint.startswith("unix://") and "/.rocm-bake/" in path and \
+        not Path(path.split("/.rocm-bake/", 1)[0]).exists()
+
+
+def claimed_endpoint(name: str, socket: Path, env: dict[str, str] | None) -> str | None:
+    """Where ``name`` points if it is ours (None: unregistered); another checkout's name is refused, naming it."""
+    endpoint = registered_endpoint(name, env)
+    if endpoint is None or endpoint == f"unix://{socket}":
+        return endpoint
+    if not abandoned(endpoint):
+        sys.exit(f"builder: buildx builder {name!r} is registered by {owner(endpoint)}; it is not re-pointed. "
+                 f"Name another (BUILDER=...), or stop it there (make down)")
+    print(f"builder: buildx builder {name!r} named {endpoint}, whose checkout is gone; re-registering", flush=True)
+    buildx("rm", name, env=env, check=False)
+    return None
+
+
 def start(name: str, state: Path, registries: list[str], env: dict[str, str] | None = None) -> Builder:
     """Start buildkitd unless it already runs, then (re)register the buildx remote builder ``name``."""
     if os.geteuid() != 0:
         sys.exit("builder: buildkitd runs as root here (runc worker; rootless needs rootlesskit): run as root")
     state.mkdir(parents=True, exist_ok=True)
-    pid = running_pid(state)
     socket = state / "buildkitd.sock"
+    claimed_endpoint(name, socket, env)  # refuse another's name before starting anything
+    pid = running_pid(state)
     config = state / "buildkitd.toml"
     wanted = config_text(registries)
     if pid is not None and config.exists() and config.read_text() != wanted:
@@ -144,11 +180,7 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
         print(f"builder: buildkitd started (pid {pid}, unix://{socket})", flush=True)
     else:
         print(f"builder: buildkitd already running (pid {pid}, unix://{socket})", flush=True)
-    endpoint = registered_endpoint(name, env)
-    if endpoint is not None and endpoint != f"unix://{socket}":
-        print(f"builder: buildx builder {name!r} pointed at {endpoint or 'another driver'}; re-registering", flush=True)
-        buildx("rm", name, env=env, check=False)
-        endpoint = None
+    endpoint = claimed_endpoint(name, socket, env)
     if endpoint is None:
         created = buildx("create", "--name", name, "--driver", "remote", f"unix://{socket}", env=env, check=False)
         if created.returncode != 0:
@@ -158,7 +190,9 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
 
 
 def stop(name: str, state: Path, env: dict[str, str] | None = None) -> None:
-    buildx("rm", name, env=env, check=False)
+    """Stop our buildkitd and remove the registration only if it names our socket (never another's)."""
+    if registered_endpoint(name, env) == f"unix://{state / 'buildkitd.sock'}":
+        buildx("rm", name, env=env, check=False)
     pid = running_pid(state)
     if pid is None:
         print("builder: not running")
@@ -182,18 +216,34 @@ def stop_daemon(state: Path, pid: int) -> None:
     (state / "buildkitd.pid").unlink(missing_ok=True)
 
 
+def checkout_defaults() -> tuple[str, str]:
+    """This checkout's builder name and registry (``.rocm-bake/checkout.json``, made on first use)."""
+    sys.path.insert(0, str(ROOT))
+    from rocm_bake.checkout import ensure_checkout
+    from rocm_bake.errors import RocmBakeError
+
+    try:
+        checkout, _ = ensure_checkout(ROOT)
+    except RocmBakeError as exc:
+        sys.exit(f"builder: {exc}")
+    return checkout.builder, checkout.registry
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("start", "stop", "status"))
-    parser.add_argument("--name", default="rocm-bake")
+    parser.add_argument("--name", default=None, help="buildx builder name (default: this checkout's)")
     parser.add_argument("--state", type=Path, default=STATE)
     parser.add_argument("--insecure-registry", action="append", default=None,
-                        help="loopback registry reached over plain HTTP (default 127.0.0.1:5000)")
+                        help="loopback registry reached over plain HTTP (default: this checkout's)")
     args = parser.parse_args()
+    name, registry = checkout_defaults()
+    # The checkout's own buildx config unless the caller chose one (the Makefile exports it).
+    env = {"BUILDX_CONFIG": os.environ.get("BUILDX_CONFIG") or str(BUILDX_CONFIG)}
     if args.action == "start":
-        start(args.name, args.state, args.insecure_registry or ["127.0.0.1:5000"])
+        start(args.name or name, args.state, args.insecure_registry or [registry], env=env)
     elif args.action == "stop":
-        stop(args.name, args.state)
+        stop(args.name or name, args.state, env=env)
     else:
         pid = running_pid(args.state)
         print(f"builder: {'running, pid ' + str(pid) if pid else 'not running'}")

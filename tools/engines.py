@@ -235,7 +235,11 @@ WRAPPER = """#!/bin/sh
 # (a link to, or copy of, {real}, with this checkout's language host beside it),
 # run against this project's file backend and passphrase unless you set your
 # own, never acquiring a plugin from the network, with the engines and the
-# program's venv on PATH. It does not touch your global `pulumi login`.
+# program's venv on PATH and this checkout's buildx config (where `make
+# builder` registered this checkout's builder, so the docker-build plugin
+# finds it). It does not touch your global `pulumi login` or ~/.docker/buildx.
+# The stacks' secrets provider comes from the state, not from a salt in the
+# tracked stack files, which stay as committed; `stack rm` keeps them.
 root='{root}'
 if [ -z "${{PULUMI_BACKEND_URL:-}}" ]; then
   PULUMI_BACKEND_URL="file://$root/.rocm-bake/state"; mkdir -p "$root/.rocm-bake/state"
@@ -245,8 +249,31 @@ if [ -z "${{PULUMI_CONFIG_PASSPHRASE+x}}${{PULUMI_CONFIG_PASSPHRASE_FILE+x}}" ] 
 fi
 : "${{PULUMI_SKIP_UPDATE_CHECK:=true}}"
 : "${{PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION:=true}}"
+: "${{PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER:=true}}"
+: "${{BUILDX_CONFIG:=$root/.rocm-bake/buildx}}"
 export PULUMI_BACKEND_URL PULUMI_SKIP_UPDATE_CHECK PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION
+export PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER BUILDX_CONFIG
 PATH="$root/.tools/bin:$root/.venv/bin:$PATH"; export PATH
+prev=
+for arg in "$@"; do
+  case "$prev $arg" in
+    "stack rm"|"stack remove"|"stack delete") set -- "$@" --preserve-config; break ;;
+  esac
+  prev=$arg
+done
+# The salt the CLI writes into a tracked stack file is taken back out when it
+# exits (tools/strip-salt): a watcher reads a pipe whose write end only the CLI
+# (and what it starts) holds, so it wakes on any exit, kill -9 included, and it
+# holds the CLI's stdout and stderr until it is done, so whoever reads the
+# output to its end ($(...), a test reading its pipes) finds the stack files as
+# committed; make strips again after each pulumi line.
+# The CLI keeps this process's pid (exec).
+fifo="$root/.rocm-bake/.salt-watch.$$"
+if [ "$PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER" = true ] && mkdir -p "$root/.rocm-bake" && mkfifo "$fifo" 2>/dev/null; then
+  (while read -r _; do :; done; exec "$root/tools/strip-salt" "$root") <"$fifo" &
+  exec 9>"$fifo"
+  rm -f "$fifo"
+fi
 exec '{cli}' "$@"
 """
 

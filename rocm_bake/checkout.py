@@ -1,0 +1,236 @@
+"""This checkout's own registry port and builder name: chosen once, kept in ``.rocm-bake/checkout.json``.
+
+Several checkouts share a host (a team's clones, CI jobs, agents), so
+nothing local may be global: each checkout's registry listens on its own
+loopback port and its buildx builder carries the checkout's id. The choice
+is made the first time anything asks (every ``make`` run does), written
+once, and read by the Makefile, ``tools/builder.py`` and the Pulumi program
+(the defaults of ``rocm-bake:registry`` and ``rocm-bake:builder``).
+
+A port is claimed machine-wide in ``$XDG_CACHE_HOME/rocm-bake/ports/``
+(the checkout's path), so two checkouts never record the same port even
+while one's registry is down; a claim whose checkout is gone is taken over.
+Ports come from below the kernel's ephemeral range, where no outgoing
+connection can be holding them when the registry starts.
+
+Standard library only: ``make`` runs it with the system Python before the
+venv exists. Usage: ``python3 -m rocm_bake.checkout [--make]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import secrets
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rocm_bake.errors import RocmBakeError
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Where a checkout keeps its local state (ignored by git).
+STATE_DIR = ".rocm-bake"
+RECORD = f"{STATE_DIR}/checkout.json"
+#: Builder names: ``rocm-bake-<id>``; the id is 8 hex digits chosen once per checkout.
+BUILDER_PREFIX = "rocm-bake-"
+LOWEST_PORT = 10000
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """What this checkout runs under its own name."""
+
+    id: str
+    registry_port: int
+    builder: str
+
+    @property
+    def registry(self) -> str:
+        return f"127.0.0.1:{self.registry_port}"
+
+    def stack_defaults(self) -> dict[str, str]:
+        """Defaults for the program's config: the stack's own values win over these."""
+        return {"rocm-bake:registry": self.registry, "rocm-bake:builder": self.builder}
+
+
+def record_path(root: Path) -> Path:
+    return root / RECORD
+
+
+def parse_record(text: str, path: Path) -> Checkout:
+    """The record's three fields, checked; anything else is one line naming the file."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise RocmBakeError(f"{path}: not JSON ({exc}); delete it and run make again to choose anew") from None
+    if not isinstance(raw, dict) or set(raw) != {"id", "registry_port", "builder"}:
+        raise RocmBakeError(f"{path}: expected keys id, registry_port, builder; delete it and run make again")
+    cid, port, builder = raw["id"], raw["registry_port"], raw["builder"]
+    if not (isinstance(cid, str) and len(cid) == 8 and all(c in "0123456789abcdef" for c in cid)):
+        raise RocmBakeError(f"{path}: id must be 8 hex digits, got {str(cid)[:40]!r}")
+    if not (isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535):
+        raise RocmBakeError(f"{path}: registry_port must be a port number 1..65535, got {str(port)[:40]!r}")
+    if not (isinstance(builder, str) and builder.replace("-", "").replace("_", "").isalnum() and len(builder) < 64):
+        raise RocmBakeError(f"{path}: builder must be a buildx builder name (letters, digits, '-', '_')")
+    return Checkout(cid, port, builder)
+
+
+def load_checkout(root: Path) -> Checkout | None:
+    """This checkout's record, or None before the first ``make``."""
+    path = record_path(root)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RocmBakeError(f"{path}: unreadable ({exc.__class__.__name__})") from None
+    return parse_record(text, path)
+
+
+#: What ``make`` exports for a run (REGISTRY_PORT= / BUILDER= on its command line win over the record).
+REGISTRY_ENV = "ROCM_BAKE_REGISTRY"
+BUILDER_ENV = "ROCM_BAKE_BUILDER"
+
+
+def local_defaults(root: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The program's defaults for ``rocm-bake:registry`` and ``rocm-bake:builder`` in checkout ``root``.
+
+    What ``make`` exported for this run, else the checkout's record; nothing
+    when neither exists (a copy of the program, CI), leaving the built-in
+    defaults. A stack file that names either key wins over all of these.
+    """
+    env = os.environ if environ is None else environ
+    checkout = load_checkout(root)
+    defaults = checkout.stack_defaults() if checkout is not None else {}
+    if env.get(REGISTRY_ENV):
+        defaults["rocm-bake:registry"] = env[REGISTRY_ENV]
+    if env.get(BUILDER_ENV):
+        defaults["rocm-bake:builder"] = env[BUILDER_ENV]
+    return defaults
+
+
+def claims_dir() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "rocm-bake" / "ports"
+
+
+def claim_is_live(claim: Path, port: int) -> bool:
+    """A claim holds while the checkout it names records that port, or for a minute after it was made
+    (its checkout may be writing its record right now)."""
+    try:
+        if time.time() - claim.stat().st_mtime < 60:
+            return True
+        held = load_checkout(Path(claim.read_text(encoding="utf-8").strip()))
+    except (OSError, UnicodeDecodeError, RocmBakeError):
+        return False
+    return held is not None and held.registry_port == port
+
+
+def claim_owner(claim: Path) -> Path | None:
+    try:
+        return Path(claim.read_text(encoding="utf-8").strip())
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def claim(port: int, root: Path) -> bool:
+    """Take ``port`` for ``root`` unless a live checkout holds it (a dead one's claim is taken over)."""
+    directory = claims_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / str(port)
+    mine = directory / f".{port}.{os.getpid()}.{secrets.token_hex(4)}"
+    mine.write_text(f"{root}\n", encoding="utf-8")
+    try:
+        for _ in range(2):
+            try:
+                os.link(mine, path)  # atomic: exactly one checkout creates the claim
+                return True
+            except FileExistsError:
+                if claim_owner(path) == root:
+                    return True
+                if claim_is_live(path, port):
+                    return False
+                path.unlink(missing_ok=True)  # its checkout is gone or chose another port: stale
+        return False
+    finally:
+        mine.unlink(missing_ok=True)
+
+
+def bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def port_range() -> range:
+    """Below the ephemeral range (``ip_local_port_range``), so no outgoing connection holds the port."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return range(LOWEST_PORT, low) if low - LOWEST_PORT >= 1000 else range(LOWEST_PORT, 65536)
+
+
+def choose_port(root: Path) -> int:
+    candidates = port_range()
+    for _ in range(200):
+        port = random.choice(candidates)
+        if bindable(port) and claim(port, root):
+            return port
+    raise RocmBakeError(f"no free registry port in {candidates.start}..{candidates.stop - 1} after 200 tries")
+
+
+def ensure_checkout(root: Path) -> tuple[Checkout, bool]:
+    """The record, made on first use; True when this call made it. Two racing makes agree (atomic link)."""
+    existing = load_checkout(root)
+    if existing is not None:
+        return existing, False
+    cid = secrets.token_hex(4)
+    chosen = Checkout(cid, choose_port(root), f"{BUILDER_PREFIX}{cid}")
+    path = record_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".checkout.{os.getpid()}.json")
+    partial.write_text(json.dumps(asdict(chosen), indent=2) + "\n", encoding="utf-8")
+    try:
+        os.link(partial, path)
+    except FileExistsError:  # another make of this checkout chose first: its record stands
+        loaded = load_checkout(root)
+        assert loaded is not None
+        return loaded, False
+    finally:
+        partial.unlink(missing_ok=True)
+    return chosen, True
+
+
+def describe(checkout: Checkout, root: Path) -> str:
+    return (f"checkout {checkout.id}: registry {checkout.registry}, buildx builder {checkout.builder!r} "
+            f"(BUILDX_CONFIG {root / STATE_DIR / 'buildx'}; recorded in {record_path(root)})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    root = ROOT
+    try:
+        checkout, created = ensure_checkout(root)
+    except RocmBakeError as exc:
+        print(f"rocm-bake: error: {exc}", file=sys.stderr)
+        return 2
+    if args == ["--make"]:
+        # For the Makefile's $(shell): the words it needs on stdout; a new choice is said on stderr.
+        if created:
+            print(f"chose {describe(checkout, root)}", file=sys.stderr)
+        print(checkout.registry_port, checkout.builder)
+    else:
+        print(describe(checkout, root))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""This checkout's background daemons, known by their pidfiles: is one ours, and stop it.
+
+A pidfile alone is not proof: after a reboot or a crash its pid may belong
+to anyone. A daemon is ours only while ``/proc/PID/cmdline`` still names its
+program and this checkout's own path for it (its state dir or config), so
+``make down`` never signals another checkout's process or a stranger's.
+
+Standard library only (``make down`` runs it before or without the venv).
+Usage: ``python3 -m rocm_bake.daemons stop --pidfile F --program NAME --marker PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def cmdline(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def running_pid(pidfile: Path, program: str, marker: Path) -> int | None:
+    """The pid in ``pidfile`` if that process runs ``program`` with ``marker`` in its arguments."""
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    args = cmdline(pid)
+    if not args or not args[0].endswith(program.encode()) or str(marker).encode() not in b" ".join(args):
+        return None
+    return pid
+
+
+def stop(pidfile: Path, program: str, marker: Path, name: str, grace_s: float = 30.0) -> str:
+    """SIGTERM to the daemon's session, up to ``grace_s`` to wind down, then SIGKILL; says what it did."""
+    pid = running_pid(pidfile, program, marker)
+    if pid is None:
+        pidfile.unlink(missing_ok=True)
+        return f"{name}: not running"
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while running_pid(pidfile, program, marker) is not None:
+        reap(pid)
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            break
+        time.sleep(0.05)
+    reap(pid)
+    pidfile.unlink(missing_ok=True)
+    return f"{name}: stopped (pid {pid})"
+
+
+def reap(pid: int) -> None:
+    """Collect the exit of a daemon that is our own child (tests start some in-process)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m rocm_bake.daemons", description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=("stop", "status"))
+    parser.add_argument("--pidfile", type=Path, required=True)
+    parser.add_argument("--program", required=True, help="the daemon's executable name, e.g. versitygw")
+    parser.add_argument("--marker", type=Path, required=True, help="a path of this checkout in its arguments")
+    parser.add_argument("--name", default=None)
+    args = parser.parse_args(argv)
+    name = args.name or args.program
+    if args.action == "stop":
+        print(stop(args.pidfile, args.program, args.marker, name))
+    else:
+        pid = running_pid(args.pidfile, args.program, args.marker)
+        print(f"{name}: running, pid {pid}" if pid else f"{name}: not running")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""This checkout's registry (``make registry`` / ``make down``): started once, never another's adopted.
+
+The registry runs on the checkout's own port (``rocm_bake.checkout``) with
+its storage, config, log and pidfile under ``REGISTRY_DIR``. ``start`` finds
+it running by its pidfile (the pid must still be ``docker-registry`` serving
+this dir's config); a port that answers without being ours is refused,
+naming the port, rather than used: pushing into another checkout's registry
+is how two checkouts' builds got mixed up.
+
+Usage: ``python -m rocm_bake.registry.local start|stop|status --port P --root DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from pathlib import Path
+
+from rocm_bake.daemons import running_pid, stop
+from rocm_bake.errors import RocmBakeError
+
+PROGRAM = "docker-registry"
+
+
+def pidfile(root: Path) -> Path:
+    return root / "registry.pid"
+
+
+def ours(root: Path) -> int | None:
+    """The pid of the registry serving ``root``'s config, if it runs."""
+    return running_pid(pidfile(root), PROGRAM, root / "config.yml")
+
+
+def configured_port(root: Path) -> int | None:
+    """The port the running registry's config names (``http.addr``)."""
+    try:
+        for line in (root / "config.yml").read_text(encoding="utf-8").splitlines():
+            if line.strip().startswith("addr:"):
+                return int(line.rsplit(":", 1)[1].strip().strip("'\""))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start(root: Path, port: int) -> str:
+    """Start this checkout's registry on ``port`` unless it already runs there; refuse a port held by others."""
+    root = root.resolve()
+    pid = ours(root)
+    if pid is not None and configured_port(root) == port:
+        return f"registry already running on 127.0.0.1:{port} (pid {pid}, this checkout's, root {root})"
+    if pid is not None:
+        print(f"registry: moving this checkout's registry (pid {pid}) to port {port}", flush=True)
+        stop_registry(root)
+    if port_in_use(port):
+        raise RocmBakeError(
+            f"127.0.0.1:{port} is in use by a process that is not this checkout's registry (no live pid in "
+            f"{pidfile(root)}); it is never adopted: free the port or choose another with REGISTRY_PORT="
+        )
+    from rocm_bake.registry.server import main as serve
+
+    if serve(["--port", str(port), "--root", str(root), "--daemon"]) != 0:
+        raise RocmBakeError(f"the registry did not start on 127.0.0.1:{port} (see {root / 'registry.log'})")
+    return f"registry: this checkout's, on 127.0.0.1:{port}"
+
+
+def stop_registry(root: Path) -> str:
+    root = root.resolve()
+    return stop(pidfile(root), PROGRAM, root / "config.yml", "registry", grace_s=10.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rocm_bake.registry.local", description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=("start", "stop", "status"))
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=None)
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "start":
+            if args.port is None:
+                raise RocmBakeError("--port is required to start the registry")
+            print(start(args.root, args.port))
+        elif args.action == "stop":
+            print(stop_registry(args.root))
+        else:
+            pid = ours(args.root.resolve())
+            print(f"registry: running, pid {pid}, 127.0.0.1:{configured_port(args.root)}" if pid
+                  else "registry: not running")
+    except RocmBakeError as exc:
+        print(f"rocm-bake: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

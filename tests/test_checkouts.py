@@ -1,0 +1,232 @@
+"""Checkouts on one host never collide: their own registry port, builder and buildx config; `make down`.
+
+The real thing first: two fresh ``git clone``s of this repository (its
+HEAD) run a plain ``make demo`` at the same time, each with its own venv
+(``make setup``; the engines come from the shared cache) and both pass.
+Then ``make down`` in one stops its registry and builder and leaves no
+process of it (checked by its recorded pids and by scanning ``/proc`` for a
+cwd or command line inside it), while the other's ``pulumi preview
+--expect-no-changes`` still passes; neither clone has a changed tracked file.
+The quick tests below pin the parts: the record, port claims, the refused
+builder name and the refused registry port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rocm_bake.checkout import Checkout, claim, ensure_checkout, load_checkout, local_defaults
+from rocm_bake.errors import RocmBakeError
+from tests.engine_fixtures import ROOT, builder_tool, engine
+
+DEMO_STACK = "demo-gfx950"
+#: Variables of the calling shell (or of `make test`) that would steer a clone's make.
+STEERING = ("PULUMI_", "ROCM_BAKE_", "BUILDX_CONFIG", "REGISTRY_PORT", "BUILDER", "VENV", "MAKEFLAGS", "MAKELEVEL",
+            "MFLAGS", "GITHUB_")
+
+
+@dataclass
+class Clone:
+    dir: Path
+    log: Path
+
+    def make(self, *targets: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        with self.log.open("a") as out:
+            out.write(f"\n$ make {' '.join(targets)}\n")
+            out.flush()
+            return subprocess.run(["make", *targets], cwd=self.dir, env=clean_env(), stdout=out,
+                                  stderr=subprocess.STDOUT, timeout=timeout)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-6000:]
+
+    def pulumi(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.dir / ".tools" / "bin" / "pulumi"), *args, "--non-interactive"],
+                              cwd=self.dir, env=clean_env(), capture_output=True, text=True, timeout=600)
+
+    def checkout(self) -> Checkout:
+        record = load_checkout(self.dir)
+        assert record is not None, f"{self.dir}: make wrote no .rocm-bake/checkout.json"
+        return record
+
+    def tracked_changes(self) -> str:
+        return subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=self.dir,
+                              capture_output=True, text=True, check=True).stdout
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(STEERING)}
+
+
+def recorded_pids(clone: Clone) -> dict[str, int]:
+    pids = {}
+    for name, pidfile in (("registry", clone.dir / ".registry" / "registry.pid"),
+                          ("buildkitd", clone.dir / ".rocm-bake" / "buildkit" / "buildkitd.pid")):
+        assert pidfile.exists(), f"{clone.dir}: no {name} pidfile {pidfile} after make demo"
+        pids[name] = int(pidfile.read_text())
+    return pids
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def processes_inside(directory: Path) -> list[str]:
+    """Every live process whose cwd is inside ``directory`` or whose command line names it."""
+    needle = str(directory)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if (cwd == needle or cwd.startswith(needle + "/") or needle in cmdline) and alive(int(entry.name)):
+            found.append(f"pid {entry.name} cwd {cwd}: {cmdline[:200]}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def clones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clone, Clone]]:
+    """Two clones of HEAD that ran a plain `make demo` at the same time; both are brought down at the end."""
+    engine("pulumi"), engine("buildkitd"), engine("buildx")
+    work = tmp_path_factory.mktemp("checkouts")
+    logs = tmp_path_factory.mktemp("checkout-logs")  # kept: the clones go, their make logs stay
+    pair = []
+    for name in ("a", "b"):
+        dest = work / name
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(dest)], check=True, timeout=120)
+        pair.append(Clone(dest, logs / f"{name}.log"))
+    a, b = pair
+    started = time.monotonic()
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda clone: clone.make("demo"), pair))
+        for clone, result in zip(pair, results):
+            assert result.returncode == 0, f"make demo failed in {clone.dir}:\n{clone.tail()}"
+        print(f"two concurrent make demo (setup included): {time.monotonic() - started:.0f} s")
+        yield a, b
+    finally:
+        for clone in pair:
+            clone.make("down", timeout=120)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_two_clones_run_make_demo_at_once_each_on_its_own_registry_and_builder(clones: tuple[Clone, Clone]) -> None:
+    a, b = clones
+    ca, cb = a.checkout(), b.checkout()
+    assert ca.registry_port != cb.registry_port and ca.builder != cb.builder
+    assert ca.builder == f"rocm-bake-{ca.id}" and cb.builder == f"rocm-bake-{cb.id}"
+    for clone, record in ((a, ca), (b, cb)):
+        assert f"registry on {record.registry} " in clone.log.read_text(), "make registry started its own"
+        images = json.loads(clone.pulumi("stack", "output", "--json", "images", "-s", DEMO_STACK).stdout)
+        assert images and all(ref.startswith(f"{record.registry}/rocm-bake/") for ref in images.values()), images
+        # The builder is in the clone's own buildx config, under its own name, pointing at its own buildkitd.
+        inspected = subprocess.run([str(ROOT / ".tools" / "bin" / "buildx"), "inspect", record.builder],
+                                   env={**clean_env(), "BUILDX_CONFIG": str(clone.dir / ".rocm-bake" / "buildx")},
+                                   capture_output=True, text=True)
+        assert f"unix://{clone.dir}/.rocm-bake/buildkit/buildkitd.sock" in inspected.stdout, inspected.stdout
+        catalog = httpx.get(f"http://{record.registry}/v2/_catalog").json()["repositories"]
+        assert "rocm-bake/demo-base" in catalog and "rocm-bake/torch" in catalog, catalog
+
+
+def test_make_down_stops_only_its_own_checkout(clones: tuple[Clone, Clone]) -> None:
+    a, b = clones
+    a_pids, b_pids = recorded_pids(a), recorded_pids(b)
+    result = a.make("down", timeout=120)
+    assert result.returncode == 0, a.tail()
+    for name, pid in a_pids.items():
+        assert not alive(pid), f"{name} (pid {pid}) of {a.dir} still runs after make down"
+    assert processes_inside(a.dir) == [], "processes of the stopped checkout remain"
+    for name, pid in b_pids.items():
+        assert alive(pid), f"make down in {a.dir} stopped the other checkout's {name} (pid {pid})"
+    preview = b.pulumi("preview", "-s", DEMO_STACK, "--expect-no-changes")
+    assert preview.returncode == 0, preview.stdout[-4000:] + preview.stderr[-4000:]
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://{a.checkout().registry}/v2/", timeout=2)
+
+
+def test_no_tracked_file_changed_in_either_clone(clones: tuple[Clone, Clone]) -> None:
+    for clone in clones:
+        assert clone.tracked_changes() == "", f"{clone.dir}: make demo changed tracked files"
+        removed = clone.pulumi("stack", "rm", "--yes", "--force", "-s", DEMO_STACK)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        assert (clone.dir / "stacks" / f"Pulumi.{DEMO_STACK}.yaml").exists(), "stack rm deleted the stack file"
+        assert clone.tracked_changes() == "", f"{clone.dir}: stack rm changed tracked files"
+
+
+# --- the parts, without an engine -------------------------------------------------------------------------
+
+
+def test_the_record_is_chosen_once_and_parsed_at_the_edge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first, made = ensure_checkout(tmp_path)
+    again, made_again = ensure_checkout(tmp_path)
+    assert made and not made_again and first == again
+    assert local_defaults(tmp_path, {}) == {"rocm-bake:registry": first.registry, "rocm-bake:builder": first.builder}
+    assert local_defaults(tmp_path, {"ROCM_BAKE_REGISTRY": "127.0.0.1:7"})["rocm-bake:registry"] == "127.0.0.1:7"
+    (tmp_path / ".rocm-bake" / "checkout.json").write_text('{"id": "zz", "registry_port": 1, "builder": "x"}')
+    with pytest.raises(RocmBakeError, match="checkout.json: id must be 8 hex digits"):
+        load_checkout(tmp_path)
+
+
+def test_a_port_another_checkout_holds_is_never_claimed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    holder, _ = ensure_checkout(tmp_path / "one")
+    assert not claim(holder.registry_port, tmp_path / "two")
+    assert claim(holder.registry_port, tmp_path / "one")
+    shutil.rmtree(tmp_path / "one")  # the holder is gone: once its claim is old, it is stale
+    claim_file = tmp_path / "cache" / "rocm-bake" / "ports" / str(holder.registry_port)
+    os.utime(claim_file, (time.time() - 120, time.time() - 120))
+    assert claim(holder.registry_port, tmp_path / "two")
+
+
+def test_make_builder_refuses_a_name_another_checkout_registered(tmp_path: Path) -> None:
+    env = {"BUILDX_CONFIG": str(tmp_path / "buildx")}
+    other = Path(tempfile.mkdtemp(prefix="rb-other-", dir="/tmp"))  # a unix socket path has 107 bytes at most
+    (other / ".rocm-bake" / "buildkit").mkdir(parents=True)
+    endpoint = f"unix://{other}/.rocm-bake/buildkit/buildkitd.sock"
+    created = builder_tool.buildx("create", "--name", "shared-name", "--driver", "remote", endpoint, env=env,
+                                  check=False)
+    assert created.returncode == 0, created.stderr
+    try:
+        with pytest.raises(SystemExit) as refused:
+            builder_tool.start("shared-name", tmp_path / "mine" / "buildkit", ["127.0.0.1:9"], env=env)
+        assert f"registered by checkout {other}" in str(refused.value) and "not re-pointed" in str(refused.value)
+        assert not (tmp_path / "mine" / "buildkit" / "buildkitd.pid").exists(), "nothing may start when refused"
+    finally:
+        builder_tool.stop("shared-name", tmp_path / "mine" / "buildkit", env=env)  # also a wrongly started one
+    assert builder_tool.registered_endpoint("shared-name", env) == endpoint, "stop removed another's builder"
+    shutil.rmtree(other)
+
+
+def test_make_registry_never_adopts_a_port_it_did_not_start(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "rocm_bake.registry.local", "start", "--port", str(port),
+                                 "--root", str(tmp_path / "registry")], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"127.0.0.1:{port} is in use by a process that is not this checkout's registry" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "registry" / "registry.pid").exists()
