@@ -1,69 +1,157 @@
-"""The GPU test as a resource: re-runs when the tested image's digest changes.
+"""The GPU test as a resource: re-runs when the tested image's digest (or its node or arch) changes.
 
-It is a ``local.Command`` calling ``rocm-bake gpu-test``, so the run goes
-through the same core as the CLI: node choice from the fleet manifest, the
-node lock, host keys verified by the system ssh. Arches with no node declare
-nothing and the stack exports ``gpu_tested: false`` — no card means not
+``GpuTest`` is a dynamic resource whose provider calls the same core as
+``rocm-bake gpu-test`` (``rocm_bake.gpu.run_gpu_test``): the node lock, host
+keys verified by the system ssh, the test's own exit status. It needs no
+plugin beyond the Python SDK's dynamic provider (pulumi-command's plugin
+cannot be built from the Go modules this machine reaches). A failing test
+fails the update with the test's own output; a passing one records the
+node, the exit status and the output's tail. Arches with no node declare
+nothing and the stack exports ``gpu_tested: false``: no card means not
 covered, never passed.
+
+The fleet is read once, at declaration (``$ROCM_BAKE_FLEET`` or
+``manifests/fleet.yml``); the chosen node travels as inputs. How ssh
+authenticates (``$ROCM_BAKE_SSH_KNOWN_HOSTS``, ``$ROCM_BAKE_SSH_IDENTITY``,
+else ssh's own files and agent) is read by the provider at run time, like
+the CLI, so it never lands in state nor forces a re-run.
 """
 
 from __future__ import annotations
 
-import shlex
-import sys
 from typing import Any
 
 import pulumi
-from pulumi_command import local
+from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from components.dynamic import check_inputs, has_unknown
 from components.images import TargetImage
 from rocm_bake.config import StackConfig
+from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu import not_covered_message, select_node
-from rocm_bake.manifests import load_fleet
+from rocm_bake.manifests import Fleet, Node, load_fleet, load_targets
 
 #: The target whose image (and gpu_test command) the GPU test runs: torch installed
 #: on pytorch-base (the wheel images are FROM scratch and cannot run anything).
 TESTED_TARGET = "torch-runtime"
+#: What was tested, where and how: a change to any of these runs the test again. The image by its
+#: digest (the same image pushed to another registry is the same test); how the node is reached
+#: (host, port, user, lock path, lock timeout) is not what was tested.
+RERUN_KEYS = ("arch", "digest", "node", "test", "run_template")
+NODE_KEYS = ("host", "port", "user", "lock_path")
+INPUT_KEYS = (*RERUN_KEYS, "image", *NODE_KEYS, "lock_timeout")
+#: As long as the CLI waits for a busy node by default.
+LOCK_TIMEOUT = 3600.0
 
 
-def gpu_test_command(arch: str, image_ref: str, host: str | None) -> str:
-    """The CLI through this program's own interpreter: ``rocm-bake`` need not be on the plugin's PATH."""
-    argv = [sys.executable, "-m", "rocm_bake", "gpu-test", "--arch", arch, "--image", image_ref,
-            "--target", TESTED_TARGET]
-    if host:
-        argv += ["--host", host]
-    return shlex.join(argv)
+def _node(props: dict[str, Any]) -> Node:
+    """The node the program chose, rebuilt from the inputs (state is an edge: validated again)."""
+    return Node.model_validate({"name": props["node"], "gpus": [props["arch"]], "run_template": props["run_template"],
+                                **{k: props[k] for k in NODE_KEYS if props.get(k) is not None}})
+
+
+def run_test(props: dict[str, Any]) -> dict[str, Any]:
+    """Run the test through the CLI's core; a test that did not pass raises with its own output."""
+    from rocm_bake.gpu import run_gpu_test
+    from rocm_bake.gpu.remote_test import require_digest, ssh_files_from_env
+
+    node = _node(props)
+    known_hosts, identity = ssh_files_from_env()
+    result = run_gpu_test(Fleet(gpu_node=node.name, nodes=[node]), props["arch"], props["image"], props["test"],
+                          host=node.name, lock_timeout=float(props["lock_timeout"]), known_hosts=known_hosts,
+                          identity=identity, on_stdout=lambda _line: None, on_stderr=lambda _line: None)
+    where = f"gpu-test {props['arch']} on node {node.name} ({node.host}:{node.port})"
+    if result.status != 0:
+        tail = result.output_tail().rstrip()
+        shown = f"; the test's output ends:\n{tail}" if tail else "; the test printed nothing"
+        raise RocmBakeError(f"{where}: {result.message} for image {require_digest(props['image'])}{shown}")
+    return {**{k: props.get(k) for k in INPUT_KEYS}, "status": result.status, "passed": True,
+            "output": result.output_tail(), "lock_waited": result.lock_waited}
+
+
+def _pinned(image: Any) -> bool:
+    """docker-build shows an image it will rebuild as its bare tag during preview: not yet pinned."""
+    return isinstance(image, str) and "@" in image
+
+
+def _check_image(props: dict[str, Any]) -> None:
+    from rocm_bake.gpu.remote_test import require_digest
+
+    if _pinned(props["image"]):  # a bare tag (preview of a rebuild) is checked once it is pinned
+        require_digest(props["image"], props["arch"])
+
+
+class GpuTestProvider(ResourceProvider):
+    """check validates the image ref; create/update run the test; diff says when to run it again."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        return check_inputs(news, {"image": lambda _image: _check_image(news)})
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        outs = run_test(props)
+        return CreateResult(id_=f"{props['arch']}@{props['node']}", outs=outs)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        if has_unknown(news, RERUN_KEYS) or not _pinned(news.get("image")):
+            return DiffResult(changes=True)  # preview: the image is rebuilt, so the test would run
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in RERUN_KEYS))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=run_test(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: a test run leaves nothing on the node to read back; what was recorded stands."""
+        return ReadResult(id_=id_, outs=props)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """A test run leaves nothing behind to remove."""
+
+
+class GpuTest(pulumi.dynamic.Resource):
+    """One arch's image tested on one node. Outputs: ``node``, ``status`` (0: passed), ``output`` (its tail)."""
+
+    node: pulumi.Output[str]
+    status: pulumi.Output[int]
+    passed: pulumi.Output[bool]
+    output: pulumi.Output[str]
+
+    def __init__(self, name: str, arch: str, image: TargetImage, node: Node, test: str,
+                 opts: pulumi.ResourceOptions | None = None, lock_timeout: float = LOCK_TIMEOUT) -> None:
+        props = {"arch": arch, "image": image.ref, "digest": image.digest, "node": node.name, "test": test, "run_template": node.run_template,
+                 "host": node.host, "port": node.port, "user": node.user, "lock_path": node.lock_path,
+                 "lock_timeout": lock_timeout, "status": None, "passed": None, "output": None,
+                 "lock_waited": None}
+        super().__init__(GpuTestProvider(), name, props, opts)
 
 
 def declare_gpu_test(config: StackConfig, images: dict[str, TargetImage]) -> dict[str, Any]:
-    """One Command per arch of the build that a node can test; exports say what is covered."""
+    """One GpuTest per arch of the build that a node can test; exports say what is covered."""
     if not config.gpu_test:
         return {"gpu_tested": False, "gpu_test": "not declared: rocm-bake:gpuTest is false"}
     if TESTED_TARGET not in images:
         return {"gpu_tested": False, "gpu_test": f"not declared: target {TESTED_TARGET} is not built"}
     fleet = load_fleet()
+    test = load_targets().target(TESTED_TARGET).gpu_test
+    if not test:
+        raise RocmBakeError(f"target {TESTED_TARGET} has no gpu_test command in manifests/targets.yml")
     image = images[TESTED_TARGET]
-    commands: dict[str, local.Command] = {}
+    tests: dict[str, GpuTest] = {}
     uncovered: list[str] = []
     for arch in config.arches:
         node = select_node(fleet, arch, config.gpu_host)  # a gpuHost without the card is an error
         if node is None:
             uncovered.append(arch)
             continue
-        commands[arch] = local.Command(
-            f"gpu-test-{arch}",
-            create=image.ref.apply(lambda ref, a=arch, n=node.name: gpu_test_command(a, ref, n)),
-            triggers=[image.digest],
-            opts=pulumi.ResourceOptions(depends_on=[image]),
-        )
+        tests[arch] = GpuTest(f"gpu-test-{arch}", arch, image, node, test,
+                              opts=pulumi.ResourceOptions(depends_on=[image]))
     exports: dict[str, Any] = {}
     if uncovered:
         exports["gpu_tested"] = False
         exports["gpu_test"] = "; ".join(not_covered_message(a) for a in uncovered)
     else:
-        # The command's own result: it exits non-zero (failing the update) unless
-        # the test passed, so a completed command is a passed test.
-        exports["gpu_tested"] = pulumi.Output.all(*[c.stdout for c in commands.values()]).apply(lambda _: True)
-    if commands:
-        exports["gpu_test_output"] = {a: c.stdout for a, c in commands.items()}
+        # A test that did not pass fails the update, so every recorded status is a pass.
+        exports["gpu_tested"] = pulumi.Output.all(*[t.passed for t in tests.values()]).apply(all)
+    if tests:
+        exports["gpu_test_node"] = {a: t.node for a, t in tests.items()}
+        exports["gpu_test_output"] = {a: t.output for a, t in tests.items()}
     return exports

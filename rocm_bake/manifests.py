@@ -22,6 +22,10 @@ from rocm_bake.errors import RocmBakeError
 #: manifests/ at the repository root (the package lives beside it).
 MANIFEST_DIR = Path(__file__).resolve().parent.parent / "manifests"
 
+#: The fleet manifest to use instead of manifests/fleet.yml (the CLI's ``--fleet`` wins over it). An
+#: environment variable, so it reaches the Pulumi program and its providers, which the engine starts.
+FLEET_ENV = "ROCM_BAKE_FLEET"
+
 #: A manifest is a few KB of YAML; anything this big is not one (and is not read whole).
 MAX_MANIFEST_BYTES = 1 << 20
 
@@ -234,8 +238,13 @@ def _load(path: Path, model: type[BaseModel]) -> Any:
         raise RocmBakeError(f"{path}: {problems}") from None
 
 
+def fleet_path(path: Path | None = None) -> Path:
+    """``path``, else ``$ROCM_BAKE_FLEET``, else the shipped ``manifests/fleet.yml``."""
+    return path or Path(os.environ.get(FLEET_ENV) or MANIFEST_DIR / "fleet.yml")
+
+
 def load_fleet(path: Path | None = None) -> Fleet:
-    fleet = _load(path or MANIFEST_DIR / "fleet.yml", Fleet)
+    fleet = _load(fleet_path(path), Fleet)
     assert isinstance(fleet, Fleet)
     return fleet
 

@@ -131,18 +131,18 @@ def test_fat_build_is_a_full_stack(monkeypatch):
 
 def test_gpu_test_declared_where_a_node_has_the_card():
     resources, _, exports = declare("gfx1151")
-    (command,) = [r for r in resources if r.typ == "command:local:Command"]
-    assert command.name == "gpu-test-gfx1151"
-    assert "--arch gfx1151" in command.inputs["create"] and "--host snoc-strix" in command.inputs["create"]
+    (test,) = [r for r in resources if r.name.startswith("gpu-test-")]
+    assert test.name == "gpu-test-gfx1151" and test.typ == "pulumi-python:dynamic:Resource"
+    assert test.inputs["arch"] == "gfx1151" and test.inputs["node"] == "snoc-strix"
     digest = exports["images"]["torch-runtime"].split("@")[1]
-    assert command.inputs["triggers"] == [digest]  # re-runs when the image digest changes
-    assert exports["gpu_tested"] == "(known after apply)"  # the command's own result
+    assert test.inputs["digest"] == digest  # re-runs when the image digest changes
+    assert exports["gpu_tested"] == "(known after apply)"  # the test's own result
 
 
 @pytest.mark.parametrize("stack", ["gfx950", "gfx1250"])
 def test_no_node_declares_no_gpu_test_and_says_not_covered(stack):
     resources, _, exports = declare(stack)
-    assert not [r for r in resources if r.typ == "command:local:Command"]
+    assert not [r for r in resources if r.name.startswith("gpu-test-")]
     assert exports["gpu_tested"] is False
     assert exports["gpu_test"] == f"not covered: no fleet node has {stack}; cross-compiled only"
 

@@ -44,10 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--test", default=None, help="override the target's test command")
     parser.add_argument("--lock-timeout", type=_seconds, default=3600.0,
                         help="seconds to wait for a busy node before giving up (default 3600)")
-    parser.add_argument("--fleet", type=Path, default=None, help="fleet manifest (default manifests/fleet.yml)")
+    parser.add_argument("--fleet", type=Path, default=None,
+                        help="fleet manifest (default $ROCM_BAKE_FLEET, else manifests/fleet.yml)")
     parser.add_argument("--known-hosts", type=Path, default=None,
-                        help="known_hosts file (default ssh's own, ~/.ssh/known_hosts)")
-    parser.add_argument("--identity", type=Path, default=None, help="ssh private key")
+                        help="known_hosts file (default $ROCM_BAKE_SSH_KNOWN_HOSTS, else ssh's own ~/.ssh/known_hosts)")
+    parser.add_argument("--identity", type=Path, default=None,
+                        help="ssh private key (default $ROCM_BAKE_SSH_IDENTITY, else ssh's own)")
     parser.add_argument("--json", action="store_true",
                         help="print the result as JSON on stdout (the test's output then streams to stderr)")
     parser.set_defaults(func=run)
@@ -56,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rocm_bake.arch import Arch
     from rocm_bake.gpu import run_gpu_test
+    from rocm_bake.gpu.remote_test import ssh_files_from_env
     from rocm_bake.manifests import load_fleet, load_targets
 
     arch = Arch(args.arch)  # parsed once, here; the fleet lookup and the test take it as it is
@@ -64,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if not test:
         raise RocmBakeError(f"target {args.target} has no gpu_test command in manifests/targets.yml")
     out = sys.stderr if args.json else sys.stdout
+    env_known_hosts, env_identity = ssh_files_from_env()
 
     def emit_out(line: str) -> None:
         out.write(line)
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_gpu_test(
         fleet, arch, args.image, test,
         host=args.host or os.environ.get("GPU_HOST"), lock_timeout=args.lock_timeout,
-        known_hosts=args.known_hosts, identity=args.identity, on_stdout=emit_out, on_stderr=emit_err,
+        known_hosts=args.known_hosts or env_known_hosts, identity=args.identity or env_identity, on_stdout=emit_out, on_stderr=emit_err,
     )
     if args.json:
         print(json.dumps(result.model_dump(exclude={"output"})))

@@ -10,6 +10,7 @@ our test, and an unknown key is never trusted on first use.
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -27,6 +28,20 @@ from rocm_bake.gpu.node_lock import PREFIX, LockProtocol, LockTimeout, holder_te
 from rocm_bake.gpu.status import LOCK_TIMEOUT_STATUS, NOT_COVERED_STATUS, SSH_FAILURE_STATUS
 
 Sink = Callable[[str], None]
+
+#: Defaults for ``--known-hosts`` and ``--identity``: environment variables, so the GPU test resource (run
+#: by a provider process the Pulumi engine starts) reaches a node the same way the CLI does.
+KNOWN_HOSTS_ENV = "ROCM_BAKE_SSH_KNOWN_HOSTS"
+IDENTITY_ENV = "ROCM_BAKE_SSH_IDENTITY"
+#: How much of a test's output a result keeps for a message or a stack output: its end, where failures are.
+TAIL_LINES = 40
+TAIL_CHARS = 4000
+
+
+def ssh_files_from_env() -> tuple[Path | None, Path | None]:
+    """(known_hosts, identity) from the environment; None: ssh's own (``~/.ssh``, the agent)."""
+    known, identity = os.environ.get(KNOWN_HOSTS_ENV), os.environ.get(IDENTITY_ENV)
+    return (Path(known) if known else None), (Path(identity) if identity else None)
 
 
 def not_covered_message(arch: str) -> str:
@@ -124,6 +139,11 @@ class GpuTestResult(BaseModel):
     image: str | None = None
     lock_waited: bool = False
     output: list[str] = Field(default_factory=list)
+
+    def output_tail(self) -> str:
+        """The last lines of the test's own output (stdout and stderr as they came), bounded."""
+        text = "".join(self.output[-TAIL_LINES:])
+        return text[-TAIL_CHARS:]
 
 
 def _writer(stream: IO[str]) -> Sink:
