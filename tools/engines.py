@@ -50,7 +50,7 @@ class Engine:
     packages: tuple[str, ...]
     binaries: tuple[str, ...]
     ldflags: str = ""
-    #: Files copied from the module cache beside the binaries: (module@version, path in module, name).
+    #: Files copied beside the binaries: (module@version, path in module, name); module "." is tools/<name>.
     extras: tuple[tuple[str, str, str], ...] = ()
     #: Resource plugin to register with the Pulumi CLI: (plugin name, binary).
     plugin: tuple[str, str] | None = None
@@ -63,15 +63,16 @@ ENGINES = (
         ldflags=f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v{PULUMI_VERSION}",
     ),
     # Our own host (tools/pulumi-language-python/main.go): upstream's module is not served here.
-    # The two scripts it runs ship in the SDK module's python folder.
+    # The exec script it runs ships in the SDK module's python folder. The dynamic-provider plugin is ours
+    # (tools/pulumi-language-python/pulumi-resource-pulumi-python): the SDK's, plus a watchdog that ends the
+    # provider when the engine dies.
     Engine(
         "pulumi-language-python", PULUMI_VERSION, (".",), ("pulumi-language-python",),
         ldflags=f"-X main.version={PULUMI_VERSION}",
         extras=(
             (f"github.com/pulumi/pulumi/sdk/v3@v{PULUMI_VERSION}", "python/cmd/pulumi-language-python-exec",
              "pulumi-language-python-exec"),
-            (f"github.com/pulumi/pulumi/sdk/v3@v{PULUMI_VERSION}", "python/dist/pulumi-resource-pulumi-python",
-             "pulumi-resource-pulumi-python"),
+            (".", "pulumi-resource-pulumi-python", "pulumi-resource-pulumi-python"),
         ),
     ),
     Engine(
@@ -94,8 +95,6 @@ ENGINES = (
 #: Plugins the program can use that no Go module on the proxy provides (checked by hand: `go list -m`
 #: answers 404/403 for each); a stack that declares their resources needs the plugin installed by other means.
 NOT_BUILDABLE = {
-    "command 1.2.1": "module github.com/pulumi/pulumi-command/provider is not served by the Go module proxy "
-                     "(the root module v1.2.1 holds no provider code)",
     "github 6.15.0": "module github.com/pulumi/pulumi-github/provider/v6 is not served by the Go module proxy",
 }
 
@@ -129,8 +128,10 @@ def module_hash(engine: Engine) -> str:
     """What pins a build: tools/<name>'s Go files and the ldflags (a version stamped at link time)."""
     digest = hashlib.sha256(engine.ldflags.encode())
     module = TOOLS / engine.name
+    ours = {rel for source, rel, _name in engine.extras if source == "."}
     for path in sorted(module.rglob("*")):
-        if path.is_file() and (path.suffix in (".go", ".mod", ".sum") or path.name in ("go.mod", "go.sum")):
+        if path.is_file() and (path.suffix in (".go", ".mod", ".sum") or path.name in ("go.mod", "go.sum")
+                               or str(path.relative_to(module)) in ours):
             digest.update(str(path.relative_to(module)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -177,7 +178,7 @@ def build(engine: Engine) -> Path:
             built = candidates[0]
         built.rename(partial / engine.binaries[0])
     for module, rel, name in engine.extras:
-        src = module_dir(module, env) / rel
+        src = (TOOLS / engine.name if module == "." else module_dir(module, env)) / rel
         shutil.copy(src, partial / name)
         (partial / name).chmod(0o755)
     shutil.rmtree(out, ignore_errors=True)
