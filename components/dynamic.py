@@ -1,7 +1,9 @@
-"""What every rocm-bake dynamic provider shares: the engine's unknown marker and check()."""
+"""What every rocm-bake dynamic provider shares: the engine's unknown marker, check(), plain errors."""
 
 from __future__ import annotations
 
+import sys
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -12,6 +14,33 @@ from pulumi.runtime.rpc import UNKNOWN
 from rocm_bake.errors import RocmBakeError
 
 __all__ = ["UNKNOWN", "has_unknown", "check_inputs", "unknown_or_replace"]
+
+
+def plain_errors_in_the_provider_host() -> None:
+    """In the provider process (``python -m pulumi.dynamic``), a RocmBakeError reaches the engine as its message.
+
+    The SDK hands the engine ``traceback.format_exc()`` for any exception a
+    provider raises; a RocmBakeError is a message for the user (the CLI
+    prints it as one line, the program as a RunError), so the engine shows
+    it as one error under the resource's name, not behind the provider's
+    stack. Any other exception keeps its traceback. The program's own
+    process is left alone (its ``__main__`` is not pulumi.dynamic).
+    """
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(main, "name", None) not in ("pulumi.dynamic", "pulumi.dynamic.__main__") \
+            or getattr(traceback.format_exc, "plain", False):
+        return
+    with_traceback = traceback.format_exc
+
+    def format_exc(*args: Any, **kwargs: Any) -> str:
+        exc = sys.exception()
+        return str(exc) if isinstance(exc, RocmBakeError) else with_traceback(*args, **kwargs)
+
+    format_exc.plain = True  # type: ignore[attr-defined]
+    traceback.format_exc = format_exc
+
+
+plain_errors_in_the_provider_host()
 
 
 def has_unknown(props: dict[str, Any], keys: Iterable[str]) -> bool:

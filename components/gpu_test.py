@@ -60,11 +60,11 @@ def run_test(props: dict[str, Any]) -> dict[str, Any]:
     result = run_gpu_test(Fleet(gpu_node=node.name, nodes=[node]), props["arch"], props["image"], props["test"],
                           host=node.name, lock_timeout=float(props["lock_timeout"]), known_hosts=known_hosts,
                           identity=identity, on_stdout=lambda _line: None, on_stderr=lambda _line: None)
-    where = f"gpu-test {props['arch']} on node {node.name} ({node.host}:{node.port})"
     if result.status != 0:
         tail = result.output_tail().rstrip()
         shown = f"; the test's output ends:\n{tail}" if tail else "; the test printed nothing"
-        raise RocmBakeError(f"{where}: {result.message} for image {require_digest(props['image'])}{shown}")
+        raise RocmBakeError(f"gpu-test {props['arch']}: {result.message} (node {node.name} at {node.host}:{node.port}, "
+                            f"image {require_digest(props['image'])}){shown}")
     return {**{k: props.get(k) for k in INPUT_KEYS}, "status": result.status, "passed": True,
             "output": result.output_tail(), "lock_waited": result.lock_waited}
 

@@ -1,0 +1,241 @@
+"""The GPU test on the real engine: a demo stack with ``gpuTest: true`` whose fleet node is a real sshd.
+
+A narrowed demo stack (``rocm-bake:targets: torch-runtime``: pytorch-base,
+triton-wheel, torch and torch-runtime, then the wheel fetch and the index)
+builds torch-runtime for real; the fleet manifest (``ROCM_BAKE_FLEET``) names
+one node, the loopback sshd of tests/ssh_fixtures.py, reached with its own
+known_hosts and key (``ROCM_BAKE_SSH_KNOWN_HOSTS``/``_IDENTITY``). The node
+"runs" an image with a script that logs each run on the node's side, so the
+test sees what really ran over SSH. The steps below run in order, on one
+project; the last one kills the CLI, as a crashed terminal would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ssh_fixtures import SshNode, ssh_node  # noqa: F401  (pytest fixture)
+from tests.engine_fixtures import (
+    ROOT,
+    BuildKit,
+    PulumiProject,
+    copy_project,
+    engine,
+    free_port_registry,
+    project_env,
+    start_buildkit,
+    stop_buildkit,
+)
+
+sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
+import base as demo_base  # noqa: E402  (dockerfiles/demo/base.py: the demo base image)
+
+STACK = "demo-gfx1201"
+NODE = "fake-navi"
+RESOURCE = "gpu-test-gfx1201"
+
+#: What the node does with an image: log the run on the node's side, then pass, fail or hang.
+NODE_SCRIPT = """#!/bin/sh
+mode=$1; image=$2
+echo "ran $mode $image" >> {runs}
+case $mode in
+  pass) echo "gpu ok: torch sees the card ($image)" ;;
+  fail) echo "running torch.ones on the card"; echo "HIP error: invalid device function (no gfx1201 code object)" >&2
+        exit 7 ;;
+  hang) while echo tick; do sleep 0.2; done ;;
+esac
+"""
+
+
+class Node:
+    """The fleet manifest (one node, the real sshd) and what the node logged."""
+
+    def __init__(self, root: Path, ssh: SshNode) -> None:
+        self.root, self.ssh = root, ssh
+        self.runs = root / "runs.log"
+        self.script = root / "run-image.sh"
+        self.fleet = root / "fleet.yml"
+        self.script.write_text(NODE_SCRIPT.format(runs=self.runs))
+        self.runs.write_text("")
+        self.set_mode("pass")
+
+    def set_mode(self, mode: str) -> None:
+        """A different run template is a different test: the next ``up`` runs it again."""
+        node = {"name": NODE, "host": "127.0.0.1", "port": self.ssh.port, "user": "root", "gpus": ["gfx1201"],
+                "lock_path": str(self.root / "gpu.lock"), "run_template": f"sh {self.script} {mode} {{image}} {{test}}"}
+        self.fleet.write_text(yaml.safe_dump({"gpu_node": NODE, "nodes": [node]}))
+
+    def ran(self) -> list[str]:
+        return self.runs.read_text().splitlines()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from free_port_registry(tmp_path_factory.mktemp("registry"))
+
+
+@pytest.fixture(scope="module")
+def buildkit(tmp_path_factory: pytest.TempPathFactory, registry: str) -> Iterator[BuildKit]:
+    kit = start_buildkit(tmp_path_factory.mktemp("buildkit"), [registry])
+    yield kit
+    stop_buildkit(kit)
+
+
+@pytest.fixture(scope="module")
+def base_ref(registry: str, buildkit: BuildKit) -> str:
+    env = os.environ.copy()
+    os.environ.update(buildkit.env())
+    try:
+        return demo_base.push_base(registry, buildkit.builder, str(ROOT / ".tools" / "bin" / "buildx"))
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory, ssh_node: SshNode) -> Node:  # noqa: F811
+    return Node(tmp_path_factory.mktemp("node"), ssh_node)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: BuildKit, base_ref: str,
+            node: Node) -> Iterator[PulumiProject]:
+    work = tmp_path_factory.mktemp("gpu-engine")
+    state = work / "state"
+    state.mkdir()
+    env = {**project_env(state, buildkit, work), "ROCM_BAKE_FLEET": str(node.fleet),
+           "ROCM_BAKE_SSH_KNOWN_HOSTS": str(node.ssh.known_hosts), "ROCM_BAKE_SSH_IDENTITY": str(node.ssh.identity)}
+    proj = PulumiProject(copy_project(work / "project"), state, env)
+    proj.run("stack", "init", STACK, "--secrets-provider", "passphrase")
+    for key, value in {"rocm-bake:registry": registry, "rocm-bake:builder": buildkit.builder,
+                       "rocm-bake:targets": "torch-runtime", "rocm-bake:gpuTest": "true"}.items():
+        proj.run("config", "set", key, value, stack=STACK)
+    for arg in ("ROCM_IMAGE", "PYTHON_IMAGE"):
+        proj.run("config", "set", "--path", f"rocm-bake:buildArgs.{arg}", base_ref, stack=STACK)
+    yield proj
+    (work / "pulumi.log").write_text("\n".join(proj.log))
+    for pid in ours(state):  # anything the killed up left (the language host is another test's subject)
+        os.kill(pid, signal.SIGKILL)
+
+
+def outputs(project: PulumiProject) -> dict:
+    return json.loads(project.run("stack", "output", "--json", stack=STACK).stdout)
+
+
+def runtime_digest(project: PulumiProject) -> str:
+    return outputs(project)["images"]["torch-runtime"].split("@", 1)[1]
+
+
+def ours(state: Path, needle: str = "") -> dict[int, str]:
+    """Live processes (zombies are not) started for this test's backend, whose command line holds ``needle``."""
+    marker = f"PULUMI_BACKEND_URL=file://{state}".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            state_line = next(l for l in (entry / "status").read_text().splitlines() if l.startswith("State:"))
+        except (OSError, StopIteration):
+            continue  # gone meanwhile, or not ours to read
+        if "zombie" not in state_line and needle in cmdline:
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def test_up_runs_the_gpu_test_over_ssh(project: PulumiProject, node: Node) -> None:
+    project.run("up", "--yes", "--skip-preview", stack=STACK)
+    digest = runtime_digest(project)
+    assert node.ran() == [f"ran pass {outputs(project)['images']['torch-runtime']}"]  # the node ran it, by digest
+    out = outputs(project)
+    assert out["gpu_tested"] is True
+    assert out["gpu_test_node"] == {"gfx1201": NODE}
+    assert f"gpu ok: torch sees the card" in out["gpu_test_output"]["gfx1201"] and digest in out["gpu_test_output"]["gfx1201"]
+
+
+def test_a_second_up_does_not_run_it_again(project: PulumiProject, node: Node) -> None:
+    project.run("preview", "--expect-no-changes", stack=STACK)
+    project.run("up", "--yes", "--skip-preview", stack=STACK)
+    project.run("refresh", "--yes", "--expect-no-changes", stack=STACK)
+    assert len(node.ran()) == 1, node.ran()
+
+
+def test_a_torch_runtime_change_runs_it_again(project: PulumiProject, node: Node) -> None:
+    before = runtime_digest(project)
+    dockerfile = project.dir / "dockerfiles" / "demo" / "torch-runtime.Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN echo edited > /etc/torch-runtime-edited\n")
+    project.run("up", "--yes", "--skip-preview", stack=STACK)
+    after = runtime_digest(project)
+    assert after != before
+    assert len(node.ran()) == 2 and node.ran()[1].endswith(f"@{after}"), node.ran()
+
+
+def test_a_failing_test_fails_the_up_and_shows_its_output(project: PulumiProject, node: Node) -> None:
+    node.set_mode("fail")
+    failed = project.run("up", "--yes", "--skip-preview", stack=STACK, check=False)
+    shown = failed.stdout + failed.stderr
+    assert failed.returncode != 0, shown
+    assert node.ran()[-1].startswith("ran fail "), node.ran()
+    assert f"({RESOURCE}):" in shown  # the engine names the resource
+    assert f"gpu-test gfx1201: test on {NODE} exited 7 (node {NODE} at 127.0.0.1:{node.ssh.port}" in shown, shown
+    assert "HIP error: invalid device function (no gfx1201 code object)" in shown, shown  # its own stderr
+    assert "running torch.ones on the card" in shown, shown  # and stdout
+    assert "Traceback" not in shown, shown  # one clear error, not the provider's stack
+    # a failure is not recorded as a pass: the next up runs the same test again (and fails again)
+    ran = len(node.ran())
+    again = project.run("up", "--yes", "--skip-preview", stack=STACK, check=False)
+    assert again.returncode != 0 and len(node.ran()) == ran + 1, node.ran()
+    # back to the test that passed on this very digest: the recorded pass stands, nothing to run
+    node.set_mode("pass")
+    project.run("preview", "--expect-no-changes", stack=STACK)
+
+
+def test_kill_9_of_up_leaves_no_dynamic_provider_behind(project: PulumiProject, node: Node) -> None:
+    """The CLI alone is killed, as a crashed terminal would; its providers must not outlive it."""
+    node.set_mode("hang")
+    ran = len(node.ran())
+    up = subprocess.Popen([str(engine("pulumi")), "up", "--yes", "--skip-preview", "--non-interactive",
+                           "--stack", STACK], cwd=project.dir, env=project.env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while len(node.ran()) == ran:  # the test is running on the node, under the provider
+            assert up.poll() is None, f"up exited {up.returncode} before the GPU test ran"
+            assert time.monotonic() < deadline, "the GPU test did not start within 300 s"
+            time.sleep(0.2)
+        providers = ours(project.state, "-m pulumi.dynamic")
+        ssh = ours(project.state, f"-p {node.ssh.port}")
+        assert providers and ssh, (providers, ssh)
+    finally:
+        up.send_signal(signal.SIGKILL)  # the CLI (the wrapper execs it), nothing else
+        up.wait()
+    deadline = time.monotonic() + 10
+    while (left := {**ours(project.state, "-m pulumi.dynamic"), **ours(project.state, f"-p {node.ssh.port}"),
+                    **running(f"{node.script} hang")}):  # the node's side too: its session ends with ssh
+        assert time.monotonic() < deadline, f"still running 10 s after kill -9 of pulumi up: {left}"
+        time.sleep(0.2)
+
+
+def running(needle: str) -> dict[int, str]:
+    """Live processes whose command line holds ``needle`` (the node's side runs under sshd, in its env)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if entry.name.isdigit() and needle in cmdline:
+            found[int(entry.name)] = cmdline
+    return found
