@@ -206,13 +206,14 @@ def test_kill_9_of_up_leaves_no_dynamic_provider_behind(project: PulumiProject, 
     """The CLI alone is killed, as a crashed terminal would; its providers must not outlive it."""
     node.set_mode("hang")
     ran = len(node.ran())
-    up = subprocess.Popen([str(engine("pulumi")), "up", "--yes", "--skip-preview", "--non-interactive",
-                           "--stack", STACK], cwd=project.dir, env=project.env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
+    log = project.state.parent / "killed-up.log"
+    with log.open("w") as sink:
+        up = subprocess.Popen([str(engine("pulumi")), "up", "--yes", "--skip-preview", "--non-interactive",
+                               "--stack", STACK], cwd=project.dir, env=project.env, stdout=sink, stderr=sink)
     try:
         deadline = time.monotonic() + 300
         while len(node.ran()) == ran:  # the test is running on the node, under the provider
-            assert up.poll() is None, f"up exited {up.returncode} before the GPU test ran"
+            assert up.poll() is None, f"up exited {up.returncode} before the GPU test ran:\n{log.read_text()[-4000:]}"
             assert time.monotonic() < deadline, "the GPU test did not start within 300 s"
             time.sleep(0.2)
         providers = ours(project.state, "-m pulumi.dynamic")
