@@ -1,4 +1,4 @@
-"""The GPU test as a resource: re-runs when the tested image's digest (or its node or arch) changes.
+"""The GPU test as a resource: re-runs when the tested image's digest (or its node, arch or test) changes.
 
 ``GpuTest`` is a dynamic resource whose provider calls the same core as
 ``rocm-bake gpu-test`` (``rocm_bake.gpu.run_gpu_test``): the node lock, host
@@ -65,8 +65,8 @@ def run_test(props: dict[str, Any]) -> dict[str, Any]:
         shown = f"; the test's output ends:\n{tail}" if tail else "; the test printed nothing"
         raise RocmBakeError(f"gpu-test {props['arch']}: {result.message} (node {node.name} at {node.host}:{node.port}, "
                             f"image {require_digest(props['image'])}){shown}")
-    return {**{k: props.get(k) for k in INPUT_KEYS}, "status": result.status, "passed": True,
-            "output": result.output_tail(), "lock_waited": result.lock_waited}
+    return {**{k: props.get(k) for k in INPUT_KEYS}, "status": result.status, "output": result.output_tail(),
+            "lock_waited": result.lock_waited}
 
 
 def _pinned(image: Any) -> bool:
@@ -112,15 +112,15 @@ class GpuTest(pulumi.dynamic.Resource):
 
     node: pulumi.Output[str]
     status: pulumi.Output[int]
-    passed: pulumi.Output[bool]
     output: pulumi.Output[str]
+    lock_waited: pulumi.Output[bool]
 
     def __init__(self, name: str, arch: str, image: TargetImage, node: Node, test: str,
                  opts: pulumi.ResourceOptions | None = None, lock_timeout: float = LOCK_TIMEOUT) -> None:
-        props = {"arch": arch, "image": image.ref, "digest": image.digest, "node": node.name, "test": test, "run_template": node.run_template,
-                 "host": node.host, "port": node.port, "user": node.user, "lock_path": node.lock_path,
-                 "lock_timeout": lock_timeout, "status": None, "passed": None, "output": None,
-                 "lock_waited": None}
+        props = {"arch": arch, "image": image.ref, "digest": image.digest, "node": node.name, "test": test,
+                 "run_template": node.run_template, "host": node.host, "port": node.port, "user": node.user,
+                 "lock_path": node.lock_path, "lock_timeout": lock_timeout,
+                 "status": None, "output": None, "lock_waited": None}
         super().__init__(GpuTestProvider(), name, props, opts)
 
 
@@ -150,7 +150,8 @@ def declare_gpu_test(config: StackConfig, images: dict[str, TargetImage]) -> dic
         exports["gpu_test"] = "; ".join(not_covered_message(a) for a in uncovered)
     else:
         # A test that did not pass fails the update, so every recorded status is a pass.
-        exports["gpu_tested"] = pulumi.Output.all(*[t.passed for t in tests.values()]).apply(all)
+        exports["gpu_tested"] = pulumi.Output.all(*[t.status for t in tests.values()]).apply(
+            lambda statuses: all(status == 0 for status in statuses))
     if tests:
         exports["gpu_test_node"] = {a: t.node for a, t in tests.items()}
         exports["gpu_test_output"] = {a: t.output for a, t in tests.items()}

@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--fleet", type=Path, default=None,
                         help="fleet manifest (default $ROCM_BAKE_FLEET, else manifests/fleet.yml)")
     parser.add_argument("--known-hosts", type=Path, default=None,
-                        help="known_hosts file (default $ROCM_BAKE_SSH_KNOWN_HOSTS, else ssh's own ~/.ssh/known_hosts)")
+                        help="known_hosts file (default $ROCM_BAKE_SSH_KNOWN_HOSTS, else ssh's own)")
     parser.add_argument("--identity", type=Path, default=None,
                         help="ssh private key (default $ROCM_BAKE_SSH_IDENTITY, else ssh's own)")
     parser.add_argument("--json", action="store_true",
@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     result = run_gpu_test(
         fleet, arch, args.image, test,
         host=args.host or os.environ.get("GPU_HOST"), lock_timeout=args.lock_timeout,
-        known_hosts=args.known_hosts or env_known_hosts, identity=args.identity or env_identity, on_stdout=emit_out, on_stderr=emit_err,
+        known_hosts=args.known_hosts or env_known_hosts, identity=args.identity or env_identity,
+        on_stdout=emit_out, on_stderr=emit_err,
     )
     if args.json:
         print(json.dumps(result.model_dump(exclude={"output"})))
