@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ssh_fixtures import SshNode, ssh_node  # noqa: F401  (pytest fixture)
+from tests.ssh_fixtures import SshNode, ssh_node  # noqa: F401  (pytest fixture)
 from tests.engine_fixtures import (
     ROOT,
     BuildKit,
