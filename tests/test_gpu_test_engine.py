@@ -174,6 +174,8 @@ def test_a_second_up_does_not_run_it_again(project: PulumiProject, node: Node) -
     project.run("up", "--yes", "--skip-preview", stack=STACK)
     project.run("refresh", "--yes", "--expect-no-changes", stack=STACK)
     assert len(node.ran()) == 1, node.ran()
+    # a normal end stops the providers and their watchdogs too (nothing waits for the engine's pipe to close)
+    assert not ours(project.state, "pulumi.dynamic") and not ours(project.state, "pulumi-resource-pulumi-python")
 
 
 def test_a_torch_runtime_change_runs_it_again(project: PulumiProject, node: Node) -> None:
