@@ -88,6 +88,9 @@ ENGINES = (
     # The S3-compatible server behind `make state-server` (tools/state_server.py): team state in a bucket.
     Engine("versitygw", "1.8.0", ("github.com/versity/versitygw/cmd/versitygw",), ("versitygw",),
            ldflags="-X main.Version=v1.8.0"),
+    # The workflow linter the tests run (tests/test_workflows.py): the Go module, so setup needs no npm.
+    Engine("actionlint", "1.7.12", ("github.com/rhysd/actionlint/cmd/actionlint",), ("actionlint",),
+           ldflags="-X github.com/rhysd/actionlint.version=1.7.12"),
 )
 
 
