@@ -375,8 +375,8 @@ def test_a_landing_page_built_locally_shows_local_install_lines(tmp_path: Path,
 def test_a_lock_wait_names_the_holder_and_how_long(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "ROCM_BAKE_LOCK_REPORT_SECONDS": "1"}
     code = "import sys, time; sys.path.insert(0, 'tools'); import engines; engines.hold_lock(); print('held', flush=True); "
-    holder = subprocess.Popen([sys.executable, "-c", code + "time.sleep(4)", "holder-marker"], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", code + "time.sleep(4)", "holder-marker", "TOKEN=s3cr3t"],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         waiter = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -387,6 +387,7 @@ def test_a_lock_wait_names_the_holder_and_how_long(tmp_path: Path) -> None:
     lines = waiter.stderr.splitlines()
     assert len(lines) >= 2, waiter.stderr  # refreshed while waiting, not one line then silence
     for line in lines:
-        assert f"held by pid {holder.pid} in {ROOT} (" in line and "holder-marker" in line, line
+        assert f"held by pid {holder.pid} in {ROOT} (" in line and "holder-marker TOKEN=…" in line, line
+        assert "s3cr3t" not in line  # a value on the holder's command line is never shown
     held = [int(m[1]) for m in (re.search(r"for (\d+) s; waited", line) for line in lines) if m]
     assert len(held) == len(lines) and held == sorted(held) and held[-1] > held[0], lines

@@ -334,6 +334,8 @@ def holder_text() -> str:
     except OSError:
         parent = ""
     command = " ".join(sys.argv) + (f" (under {parent.strip()})" if parent.strip() else "")
+    # `make test GITHUB_TOKEN=…` puts a secret on a command line: no NAME=value or --opt=value reaches another's log
+    command = " ".join(word.split("=", 1)[0] + "=…" if "=" in word else word for word in command.split())
     return json.dumps({"pid": os.getpid(), "checkout": str(ROOT), "command": command, "since": time.time()})
 
 
