@@ -60,10 +60,10 @@ demo-destroy: setup ## pulumi destroy of the demo stack (the registry and the bu
 # Team state: an S3 bucket on loopback (versitygw, built by `make setup`)
 # with its data, port and keys under .rocm-bake/state-server/; prints the
 # export lines that point pulumi at it (tools/state_server.py).
-state-server: engines
+state-server: engines ## start an S3 bucket server (versitygw) on loopback for team state; prints the export lines
 	@$(PYTHON) tools/state_server.py start
 
-state-server-stop:
+state-server-stop: ## stop it; the buckets stay in .rocm-bake/state-server
 	@$(PYTHON) tools/state_server.py stop
 
 .PHONY: passphrase demo demo-base demo-destroy state-server state-server-stop
