@@ -182,12 +182,20 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 '''
 
 
+def copy_makefiles(root: Path) -> None:
+    """The Makefile, mk/ and what the Makefile runs as it is read (rocm_bake/checkout.py, standard library only)."""
+    shutil.copy(ROOT / "Makefile", root / "Makefile")
+    shutil.copytree(ROOT / "mk", root / "mk")
+    (root / "rocm_bake").mkdir()
+    for name in ("__init__.py", "checkout.py", "errors.py"):
+        shutil.copy(ROOT / "rocm_bake" / name, root / "rocm_bake" / name)
+
+
 @pytest.fixture(scope="module")
 def scratch_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Makefile and mk/ over a tiny project whose lock holds one local wheel (no network needed)."""
     root = tmp_path_factory.mktemp("checkout")
-    shutil.copy(ROOT / "Makefile", root / "Makefile")
-    shutil.copytree(ROOT / "mk", root / "mk")
+    copy_makefiles(root)
     (root / "tinyproj.py").write_text("def main():\n    print('tiny 1.0')\n")
     (root / "pyproject.toml").write_text(PYPROJECT)
     (root / "tinybackend.py").write_text(BACKEND)
@@ -195,7 +203,7 @@ def scratch_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def make_venv(root: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PIP_CONFIG_FILE": "/dev/null", "PIP_NO_INDEX": "1"}
+    env = {**os.environ, "PIP_CONFIG_FILE": "/dev/null", "PIP_NO_INDEX": "1", "XDG_CACHE_HOME": str(root / "cache")}
     env.pop("PIP_FIND_LINKS", None)
     return subprocess.run(["make", ".venv/bin/rocm-bake", ".tools/bin/rocm-bake", f"PYTHON={sys.executable}"],
                           cwd=root, capture_output=True, text=True, timeout=300, env=env)
@@ -273,8 +281,7 @@ def test_make_help_lists_every_phony_target_with_one_line() -> None:
 def test_make_clean_names_what_it_removes_and_what_it_keeps(tmp_path: Path) -> None:
     root = tmp_path / "checkout"
     root.mkdir()
-    shutil.copy(ROOT / "Makefile", root / "Makefile")
-    shutil.copytree(ROOT / "mk", root / "mk")
+    copy_makefiles(root)
     for path in (".venv/bin/python", ".tools/bin/pulumi", "build/lib/x", "rocm_bake.egg-info/PKG-INFO",
                  "dist/index/gfx950/index.html", ".rocm-bake/passphrase", "cache/rocm-bake/engines/x"):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
