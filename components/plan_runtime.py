@@ -24,6 +24,11 @@ UNKNOWN_AFTER_APPLY = "(known after apply)"
 SECRET_KEYS = frozenset({"token", "githubToken", "github_token", "password", "privateKey"})
 
 
+def placeholder_digest(name: str) -> str:
+    """The digest the mocks give image ``name``: well-formed, derived from the name, never a real build's."""
+    return "sha256:" + hashlib.sha256(name.encode()).hexdigest()
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
     """Record every registered resource; give images a placeholder digest."""
 
@@ -37,7 +42,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources.append({"type": args.typ, "name": args.name, "inputs": _clean(inputs)})
         outputs = dict(inputs)
         if args.typ == "docker-build:index:Image":
-            digest = "sha256:" + hashlib.sha256(args.name.encode()).hexdigest()
+            digest = placeholder_digest(args.name)
             tags = inputs.get("tags") or []
             outputs["digest"] = digest
             outputs["ref"] = f"{tags[0]}@{digest}" if tags else digest

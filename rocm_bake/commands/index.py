@@ -60,8 +60,9 @@ def register_page(sub: argparse._SubParsersAction) -> None:
     page = sub.add_parser("page", help="write the landing page (every index, with its install lines) from DIST/index/*")
     page.add_argument("dist", type=Path, nargs="?", default=Path("dist"), help="DIST holding index/<arch>/ (default dist)")
     page.add_argument("--out", required=True, type=Path, help="directory to write index.html into")
-    page.add_argument("--base-url", default="https://sbates130272.github.io/rocm-bake/data/wheels",
-                      help="where the indexes are served (default: the published gh-pages folder)")
+    page.add_argument("--base-url", default=None,
+                      help="where the indexes are served, e.g. http://HOST:8081/index when DIST is served by "
+                           "python3 -m http.server 8081 --directory DIST (default: DIST/index as a file:// URL)")
     page.add_argument("--rocm-version", default=DEFAULT_ROCM_VERSION, help="ROCm version shown for each index")
     page.set_defaults(func=run_page)
 
@@ -69,7 +70,8 @@ def register_page(sub: argparse._SubParsersAction) -> None:
 def run_page(args: argparse.Namespace) -> int:
     from rocm_bake.publish.landing import write_local_page
 
-    listed = write_local_page(args.dist, args.out, args.base_url, args.rocm_version)
+    base_url = args.base_url or (args.dist / "index").resolve().as_uri()  # local lines for a local page
+    listed = write_local_page(args.dist, args.out, base_url, args.rocm_version)
     print(f"{args.out / 'index.html'}: {len(listed)} index(es): {', '.join(listed)}")
     return 0
 

@@ -30,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help='print the resources as a JSON list of {"type", "name", "inputs"} '
                              "(several stacks: an object of such lists by stack)")
     parser.add_argument("--outputs-json", action="store_true",
-                        help="print the stack outputs as a JSON object (several stacks: one per stack)")
+                        help="print the stack outputs as a JSON object (several stacks: one per stack); "
+                             "image digests in it are placeholders, since plan builds nothing")
     parser.set_defaults(func=run)
 
 
@@ -69,6 +70,20 @@ def plans(stacks: list[str], overrides: dict[str, str]) -> list[dict[str, Any]]:
     return [plan(stack, overrides) for stack in dict.fromkeys(stacks)]
 
 
+#: What a placeholder digest shows as in the text output.
+PLACEHOLDER = "sha256:<placeholder>"
+
+
+def label_placeholders(text: str, resources: list[dict[str, Any]]) -> str:
+    """Each image digest the mock runtime made up, shown as ``sha256:<placeholder>``: plan builds nothing."""
+    from components.plan_runtime import placeholder_digest
+
+    for res in resources:
+        if res["type"] == "docker-build:index:Image":
+            text = text.replace(placeholder_digest(res["name"]), PLACEHOLDER)
+    return text
+
+
 def print_text(result: dict[str, Any]) -> None:
     print(f"stack {result['stack']}: {len(result['resources'])} resources")
     for res in result["resources"]:
@@ -79,9 +94,12 @@ def print_text(result: dict[str, Any]) -> None:
             cache = (inputs.get("cacheTo") or [{}])[0].get("registry", {}).get("ref")
             detail += f" cache={cache}"
         print(f"  {res['type']:40} {res['name']}{detail}")
+    lines = [f"  {key}: {json.dumps(value, default=str)}" for key, value in sorted(result["outputs"].items())]
+    labelled = [label_placeholders(line, result["resources"]) for line in lines]
     print("outputs:")
-    for key, value in sorted(result["outputs"].items()):
-        print(f"  {key}: {json.dumps(value, default=str)}")
+    print("\n".join(labelled))
+    if labelled != lines:
+        print(f"  ({PLACEHOLDER}: plan builds nothing, so no image has a digest yet; `pulumi up` shows the real ones)")
 
 
 def run(args: argparse.Namespace) -> int:

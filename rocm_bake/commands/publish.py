@@ -13,7 +13,7 @@ from rocm_bake.index import DEFAULT_ROCM_VERSION
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "publish", help="publish DIST/index/<arch>/: wheels to a per-arch release, index HTML to gh-pages",
-        description="Publish what `rocm-bake index build` wrote (it never fetches again). "
+        description="Publish what 'rocm-bake index build' wrote (it never fetches again). "
                     "The token comes from GITHUB_TOKEN and is never printed.",
     )
     parser.add_argument("--arch", required=True, help="the index's architecture, e.g. gfx950")

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fetch = sub.add_parser(
         "fetch",
         help="extract an arch's wheels from its registry images into DIST/wheels/<arch>/",
-        description=__doc__.splitlines()[0],
+        description="One arch's wheels out of its images, by arch tag (never :latest).",
     )
     fetch.add_argument("--arch", required=True, help="architecture, e.g. gfx950")
     fetch.add_argument(

@@ -58,6 +58,8 @@ class WhichIndex(BaseModel):
     covering_index: str | None = None
     install: str | None = None
     install_uv: str | None = None
+    #: With no GPU found: what to do instead (run it where the GPUs are, or pick an index by hand).
+    next_steps: list[str] = []
 
 
 def install_line(index_base: str, dir_name: str) -> str:
@@ -215,7 +217,8 @@ def which_index(detection: Detection, configured: list[tuple[str, ...]], index_b
     names = ["-".join(arches) for arches in configured]
     if not detection.gpus:
         return WhichIndex(detection=detection, choices=choices, multi_arch=False, configured=names,
-                          message=f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})")
+                          message=f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})",
+                          next_steps=no_gpu_next_steps(names, index_base))
     multi = len(host) > 1
     fat = covering(set(host), configured)
     if fat is not None and (multi or not choices[0].native):
@@ -245,6 +248,19 @@ def which_index(detection: Detection, configured: list[tuple[str, ...]], index_b
     return WhichIndex(detection=detection, choices=choices, multi_arch=True, configured=names, message=message)
 
 
+def no_gpu_next_steps(configured: list[str], index_base: str) -> list[str]:
+    """Where to go from "no GPU here": the GPU host itself, a copied KFD tree, or the arch list by hand."""
+    return [
+        "run it on the host that has the GPUs; in a container, give it the host's /sys (read-only), or copy "
+        "the host's /sys/class/kfd tree here and pass its root: rocm-bake which-index --sysfs-root DIR",
+        "or pick the index yourself: on the GPU host, rocminfo | grep -o 'gfx[0-9a-f]*' | sort -u names each "
+        f"GPU; the configured indexes are {', '.join(configured) or 'none'} (a fat build's name lists every arch "
+        "it covers: use the one that covers all of your GPUs), installed with",
+        f"  {install_line(index_base, 'ARCH')}",
+        f"every index, with its size and its pip and uv lines: {index_base}/",
+    ]
+
+
 def check_index_base(value: str) -> str:
     base = value.rstrip("/")
     if not re.match(r"^(https?|file)://\S+$", base):
@@ -265,6 +281,9 @@ def _assignments(env: dict[str, str]) -> str:
 
 def render(result: WhichIndex) -> str:
     lines = [result.message]
+    if result.next_steps:
+        steps = [f"    {step.strip()}" if step.startswith(" ") else f"  - {step}" for step in result.next_steps]
+        return "\n".join([*lines, "", "Next:", *steps])
     if result.covering_index:
         gpus = ", ".join(f"{c.gpu_arch} ({', '.join(c.gpus)})" for c in result.choices)
         return "\n".join([*lines, f"GPUs: {gpus}", "", f"  {result.install}", f"  {result.install_uv}"])
