@@ -18,10 +18,11 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rocm_bake.arch import ARCH_PATTERN, ArchError, RocmArch, check_prebuild_kernels
+from rocm_bake.checkout import local_defaults
 from rocm_bake.config import StackConfig, stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import Target, load_targets
@@ -63,8 +64,15 @@ class Rule:
 
 
 def stack_config(stack: str, config: Mapping[str, str], secret_keys: set[str] | frozenset[str]) -> StackConfig:
-    """The stack's config as the engine gave it, parsed once; secret keys are dropped unread."""
-    plain = {k: v for k, v in config.items() if k not in secret_keys and k not in SECRET_KEYS}
+    """The stack's config as the engine gave it, parsed once; secret keys are dropped unread.
+
+    The registry and builder default to the checkout's own, exactly as the
+    program's ``read_config`` takes them (``local_defaults`` of the project
+    directory, where the language host runs the pack), so the pack judges the
+    refs the program declared rather than the built-in ``127.0.0.1:5000``.
+    """
+    plain = dict(local_defaults(Path.cwd()))
+    plain.update({k: v for k, v in config.items() if k not in secret_keys and k not in SECRET_KEYS})
     return stack_config_from_mapping(stack, plain, f"stack {stack} config")
 
 

@@ -6,13 +6,25 @@ rule's edges: what passes, what is refused and with which words.
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import pytest
 
 from rocm_bake.arch_rules import DYNAMIC, IMAGE, UNKNOWN, Declared, check_cache, check_own_arches
 from rocm_bake.arch_rules import check_own_release, check_prebuild, check_tags, stack_config
+from rocm_bake.checkout import Checkout
 from rocm_bake.errors import RocmBakeError
 
 REG = "127.0.0.1:5000/rocm-bake"
+
+
+@pytest.fixture(autouse=True)
+def outside_any_checkout(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pack runs in the project's directory: here one with no checkout record and no make exports."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ROCM_BAKE_REGISTRY", raising=False)
+    monkeypatch.delenv("ROCM_BAKE_BUILDER", raising=False)
 
 
 def config(stack: str = "gfx950", **keys: str):
@@ -137,3 +149,19 @@ def test_the_stack_config_is_parsed_once_with_secrets_dropped_unread() -> None:
     assert cfg.github_token is None and cfg.pytorch_rocm_arch == "gfx950"
     with pytest.raises(RocmBakeError, match=r"rocm-bake:prebuildKernels: PREBUILD_KERNELS=2 refused for gfx1201"):
         stack_config("gfx1201", {"rocm-bake:prebuildKernels": "2"}, frozenset())
+
+
+def test_the_pack_takes_the_checkouts_registry_as_the_program_does(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stack file that names no registry means this checkout's own (its record, or make's export), as in
+    components/stack.py's read_config: the pack must expect the refs the program declared, not port 5000."""
+    (tmp_path / ".rocm-bake").mkdir()
+    (tmp_path / ".rocm-bake" / "checkout.json").write_text(json.dumps(asdict(Checkout("0a1b2c3d", 17359, "rocm-bake-0a1b2c3d"))))
+    own = "127.0.0.1:17359/rocm-bake"
+    assert check_cache(config(), image("torch-gfx950", "torch", **cache(f"{own}/cache:torch-gfx950"))) == []
+    refused = check_cache(config(), image("t", "torch", **cache(f"{REG}/cache:torch-gfx950")))
+    assert refused and f"torch's cache is {own}/cache:torch-gfx950" in refused[0], refused
+    monkeypatch.setenv("ROCM_BAKE_REGISTRY", "127.0.0.1:24001")  # what make exported for this run wins
+    assert check_cache(config(), image("t", "torch", **cache("127.0.0.1:24001/rocm-bake/cache:torch-gfx950"))) == []
+    # a stack file that names the registry wins over both
+    assert check_cache(config(registry="reg.example:443"),
+                       image("t", "torch", **cache("reg.example:443/rocm-bake/cache:torch-gfx950"))) == []

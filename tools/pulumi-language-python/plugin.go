@@ -56,8 +56,17 @@ func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.Langu
 			return fmt.Errorf("policy pack %s: %s cannot import pulumi.policy: install pulumi-policy into that "+
 				"virtualenv (or name one that has it as runtime option `virtualenv`)", dir, py.Python)
 		}
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
 		cmd = py.command(ctx, append(append(append(args, "-m", "pulumi.policy"), req.GetArgs()...), dir)...)
-		cmd.Dir = dir
+		// In the engine's directory (the project's), as the program runs: a pack that takes defaults
+		// from the project's files (rocm-bake's checkout record) sees the same ones the program saw.
+		// pulumi.policy loads the pack from its absolute path, so the pack's own directory is not needed.
+		cmd.Dir = req.GetPwd()
+		if cmd.Dir == "" {
+			cmd.Dir = dir
+		}
 	} else {
 		if _, err := os.Stat(filepath.Join(dir, "__main__.py")); err != nil {
 			return fmt.Errorf("plugin %s has no __main__.py: rocm-bake's Python host runs a plugin from its "+
