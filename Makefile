@@ -31,12 +31,19 @@ PULUMI_TARGETS := up preview demo demo-destroy
 $(PULUMI_TARGETS): export ROCM_BAKE_REGISTRY := 127.0.0.1:$(REGISTRY_PORT)
 $(PULUMI_TARGETS): export ROCM_BAKE_BUILDER := $(BUILDER)
 REGISTRY_DIR ?= $(CURDIR)/.registry
+# The local registry serves TLS from this checkout's own CA (made once here,
+# key 0600): the docker-build provider reads registries over https only, so
+# `refresh` sees a wiped registry only if it can read it. .tools/bin/pulumi and
+# the targets below export SSL_CERT_FILE as a bundle there: the roots your
+# SSL_CERT_FILE (or the system) names, plus that CA.
+TLS_DIR ?= $(CURDIR)/.rocm-bake/tls
+TRUST_REGISTRY = if [ -f $(TLS_DIR)/ca.pem ]; then SSL_CERT_FILE=$$($(BIN)/python -m rocm_bake.registry.tls --trust $(TLS_DIR)) && export SSL_CERT_FILE; fi;
 # Debian packages the project needs: the registry, sshd for the GPU tests,
 # runc for BuildKit, debootstrap for the demo base, skopeo for the extract
-# benchmark, chromium for the landing-page test.
-APT_PACKAGES ?= docker-registry openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
+# benchmark, chromium for the landing-page test, openssl for the registry's TLS.
+APT_PACKAGES ?= docker-registry openssl openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: help setup apt lock engines builder builder-stop down test test-host check-dockerfiles up preview registry list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: help setup apt lock engines builder builder-stop down test test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines ## everything the rest needs: Debian packages, the venv from requirements.lock, the engines (first time ~12 min)
 
@@ -83,8 +90,8 @@ lock: $(BIN)/rocm-bake ## rewrite requirements.lock from pyproject.toml with has
 engines: ## build the Go engines (Pulumi CLI, plugins, BuildKit, buildx, actionlint) once per machine; link .tools/bin
 	$(PYTHON) tools/engines.py
 
-builder: engines ## start this checkout's buildkitd and register it as the buildx builder (BUILDER)
-	$(PYTHON) tools/builder.py start --name $(BUILDER) --insecure-registry 127.0.0.1:$(REGISTRY_PORT)
+builder: engines registry-tls ## start this checkout's buildkitd and register it as the buildx builder (BUILDER)
+	$(PYTHON) tools/builder.py start --name $(BUILDER) --registry 127.0.0.1:$(REGISTRY_PORT) --registry-ca $(TLS_DIR)/ca.pem
 
 builder-stop: ## stop that buildkitd and unregister the builder
 	$(PYTHON) tools/builder.py stop --name $(BUILDER)
@@ -122,10 +129,15 @@ up: setup registry builder stack-$(ARCH) ## pulumi up of stack ARCH on real ROCm
 preview: setup stack-$(ARCH) ## pulumi preview of stack ARCH: the dry run
 	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 
+# The CA is made once; the server certificate and bundle are remade when needed.
+registry-tls: $(BIN)/rocm-bake ## make this checkout's registry CA once (.rocm-bake/tls) and its server certificate
+	@$(BIN)/python -m rocm_bake.registry.tls $(TLS_DIR)
+
 # This checkout's registry: started once, found again by its pidfile; a port
 # some other process answers on is refused, never adopted.
-registry: ## start this checkout's registry on 127.0.0.1:REGISTRY_PORT (storage in .registry/)
-	$(BIN)/python -m rocm_bake.registry.local start --port $(REGISTRY_PORT) --root $(REGISTRY_DIR)
+# It serves https with this checkout's CA (.rocm-bake/tls).
+registry: registry-tls ## start this checkout's registry on 127.0.0.1:REGISTRY_PORT over https (storage in .registry/)
+	$(BIN)/python -m rocm_bake.registry.local start --port $(REGISTRY_PORT) --root $(REGISTRY_DIR) --tls-dir $(TLS_DIR)
 
 plan: setup ## the resources stack ARCH declares, under the mock runtime (builds nothing)
 	$(BIN)/rocm-bake plan $(ARCH)
@@ -146,7 +158,7 @@ INDEX_ARCHES = $(or $(ARCHES),$(ARCH))
 GITHUB_REPO ?= sbates130272/rocm-bake
 
 wheel-index: setup ## fetch each arch's wheels from the registry by arch tag and build its index in dist/
-	set -e; for a in $(INDEX_ARCHES); do \
+	set -e; $(TRUST_REGISTRY) for a in $(INDEX_ARCHES); do \
 	  $(BIN)/rocm-bake wheels fetch --arch $$a --out $(DIST) $(foreach t,$(WHEEL_TARGETS),--image $(REGISTRY)/rocm-bake/$(t):$$a-rocm$(ROCM_VERSION)); \
 	  $(BIN)/rocm-bake index build --arch $$a --wheels $(DIST)/wheels/$$a --out $(DIST) --rocm-version $(ROCM_VERSION); \
 	done

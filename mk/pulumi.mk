@@ -35,7 +35,7 @@ stack-%: setup passphrase ## stack-NAME: create Pulumi stack NAME (passphrase se
 	  rc=$$?; $(STRIP_SALT); exit $$rc
 
 demo-base: setup registry builder ## make the demo base image with debootstrap and push it to the local registry
-	$(BIN)/python dockerfiles/demo/base.py --registry 127.0.0.1:$(REGISTRY_PORT) --builder $(BUILDER) --buildx $(CURDIR)/.tools/bin/buildx
+	$(TRUST_REGISTRY) $(BIN)/python dockerfiles/demo/base.py --registry 127.0.0.1:$(REGISTRY_PORT) --builder $(BUILDER) --buildx $(CURDIR)/.tools/bin/buildx
 
 # The main job on this machine: engines, registry, builder, demo base, then
 # `pulumi up` of the demo stack; ends with the pip line for the index it made.

@@ -1,8 +1,9 @@
 """The real engines for the lifecycle tests: the Pulumi CLI, BuildKit and buildx, built by ``make setup``.
 
 Each test session gets its own ``buildkitd`` (state, socket and config in a
-temp dir, so it may push to the session's loopback registry over plain
-HTTP) registered as a buildx ``remote`` builder — the same path a build farm
+temp dir, so it may push to the session's loopback registry: over TLS
+trusting the test's own CA, as ``make registry`` serves, or plain HTTP)
+registered as a buildx ``remote`` builder — the same path a build farm
 takes — in a private ``BUILDX_CONFIG``. Nothing here is mocked: a missing
 engine fails the test, naming ``make setup``.
 """
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from rocm_bake.registry.tls import RegistryTls
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -47,11 +50,14 @@ class BuildKit:
         return {"BUILDX_CONFIG": str(self.buildx_config)}
 
 
-def start_buildkit(work: Path, registries: list[str], name: str | None = None) -> BuildKit:
-    """Start a private buildkitd under ``work``, registered in a private BUILDX_CONFIG."""
+def start_buildkit(work: Path, registries: list[str], name: str | None = None, ca: Path | None = None) -> BuildKit:
+    """Start a private buildkitd under ``work``, registered in a private BUILDX_CONFIG.
+
+    With ``ca`` it reaches ``registries`` over TLS trusting that CA; without, over plain HTTP.
+    """
     engine("buildkitd"), engine("buildx")
     kit = BuildKit(name or f"rocm-bake-test-{secrets.token_hex(3)}", work / "buildkit", work / "buildx")
-    builder_tool.start(kit.builder, kit.state, registries, env=kit.env())
+    builder_tool.start(kit.builder, kit.state, registries, env=kit.env(), ca=ca)
     return kit
 
 
@@ -105,9 +111,15 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
-def project_env(state: Path, kit: BuildKit | None, home: Path) -> dict[str, str]:
-    """The CLI's environment for a test project; ``kit`` None for previews that build nothing."""
+def project_env(state: Path, kit: BuildKit | None, home: Path, ssl_cert_file: Path | None = None) -> dict[str, str]:
+    """The CLI's environment for a test project; ``kit`` None for previews that build nothing.
+
+    ``ssl_cert_file``: a bundle holding the test registry's CA (system roots + it) as SSL_CERT_FILE;
+    .tools/bin/pulumi adds the checkout's own CA (.rocm-bake/tls) to whatever that names.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "GITHUB_"))}
+    if ssl_cert_file is not None:
+        env["SSL_CERT_FILE"] = str(ssl_cert_file)
     if kit is not None:
         env.update(kit.env())
     env.update({
@@ -130,8 +142,8 @@ def engines_built() -> None:
         engine(name)
 
 
-def free_port_registry(tmp: Path) -> Iterator[str]:
-    """The real registry the registry tests use (tests/registry_fixtures.py), for the engine tests."""
+def free_port_registry(tmp: Path, tls: RegistryTls | None = None) -> Iterator[str]:
+    """The real registry the registry tests use (tests/registry_fixtures.py), for the engine tests; https with ``tls``."""
     from tests.registry_fixtures import running_registry
 
-    yield from running_registry(tmp)
+    yield from running_registry(tmp, tls)

@@ -27,8 +27,9 @@ import httpx
 import pytest
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.registry.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
+from rocm_bake.registry.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, scheme_for
 from rocm_bake.registry.server import start_registry, storage_dir
+from rocm_bake.registry.tls import RegistryTls
 
 from tests.retry_fixtures import no_waits  # noqa: F401 - re-exported fixture
 
@@ -52,10 +53,13 @@ class Registry:
         return storage_dir(self.root) / "blobs" / "sha256" / hexd[:2] / hexd / "data"
 
 
-def running_registry(root: Path) -> Iterator[str]:
-    """A real docker-registry on a free loopback port, stored under ``root``; its address while it runs."""
+def running_registry(root: Path, tls: RegistryTls | None = None) -> Iterator[str]:
+    """A real docker-registry on a free loopback port, stored under ``root``; its address while it runs.
+
+    Plain HTTP unless ``tls`` (then https with that certificate, as ``make registry`` serves).
+    """
     try:
-        running = start_registry(root)
+        running = start_registry(root, tls=tls)
     except RocmBakeError as exc:
         pytest.fail(f"cannot start the real registry these tests need: {exc}")
     try:
@@ -144,14 +148,20 @@ def digest_of(data: bytes) -> str:
     return f"sha256:{hashlib.sha256(data).hexdigest()}"
 
 
+def base_url(address: str) -> str:
+    """``https://`` for a TLS registry (trusted through SSL_CERT_FILE), ``http://`` for a plain loopback one."""
+    return f"{scheme_for(address)}://{address}"
+
+
 def push_blob(address: str, repo: str, data: bytes) -> str:
     digest = digest_of(data)
+    base = base_url(address)
     with httpx.Client(timeout=120) as client:
-        start = client.post(f"http://{address}/v2/{repo}/blobs/uploads/")
+        start = client.post(f"{base}/v2/{repo}/blobs/uploads/")
         assert start.status_code == 202, start.text
         location = start.headers["Location"]
         if location.startswith("/"):
-            location = f"http://{address}{location}"
+            location = f"{base}{location}"
         sep = "&" if "?" in location else "?"
         done = client.put(
             f"{location}{sep}digest={digest}", content=data,
@@ -163,7 +173,7 @@ def push_blob(address: str, repo: str, data: bytes) -> str:
 
 def put_manifest(address: str, repo: str, reference: str, body: bytes, media_type: str) -> str:
     resp = httpx.put(
-        f"http://{address}/v2/{repo}/manifests/{reference}", content=body,
+        f"{base_url(address)}/v2/{repo}/manifests/{reference}", content=body,
         headers={"Content-Type": media_type}, timeout=30,
     )
     assert resp.status_code == 201, resp.text

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,10 @@ class Clone:
         record = load_checkout(self.dir)
         assert record is not None, f"{self.dir}: make wrote no .rocm-bake/checkout.json"
         return record
+
+    def registry_ca(self) -> ssl.SSLContext:
+        """Trust the clone's own registry CA only (make registry serves https from it)."""
+        return ssl.create_default_context(cafile=str(self.dir / ".rocm-bake" / "tls" / "ca.pem"))
 
     def tracked_changes(self) -> str:
         return subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=self.dir,
@@ -146,7 +151,7 @@ def test_two_clones_run_make_demo_at_once_each_on_its_own_registry_and_builder(c
                                    env={**clean_env(), "BUILDX_CONFIG": str(clone.dir / ".rocm-bake" / "buildx")},
                                    capture_output=True, text=True)
         assert f"unix://{clone.dir}/.rocm-bake/buildkit/buildkitd.sock" in inspected.stdout, inspected.stdout
-        catalog = httpx.get(f"http://{record.registry}/v2/_catalog").json()["repositories"]
+        catalog = httpx.get(f"https://{record.registry}/v2/_catalog", verify=clone.registry_ca()).json()["repositories"]
         assert "rocm-bake/demo-base" in catalog and "rocm-bake/torch" in catalog, catalog
 
 
@@ -163,7 +168,7 @@ def test_make_down_stops_only_its_own_checkout(clones: tuple[Clone, Clone]) -> N
     preview = b.pulumi("preview", "-s", DEMO_STACK, "--expect-no-changes")
     assert preview.returncode == 0, preview.stdout[-4000:] + preview.stderr[-4000:]
     with pytest.raises(httpx.HTTPError):
-        httpx.get(f"http://{a.checkout().registry}/v2/", timeout=2)
+        httpx.get(f"https://{a.checkout().registry}/v2/", timeout=2, verify=a.registry_ca())
 
 
 def test_no_tracked_file_changed_in_either_clone(clones: tuple[Clone, Clone]) -> None:

@@ -4,18 +4,24 @@ Pulumi's own integration tests (ProgramTest) run preview, up, an empty
 preview, refresh, an edit, and destroy; this does the same with the real
 Pulumi CLI on a file backend, the real docker-build, command and github
 providers, the real dynamic providers (pickled into state and run by the
-engine), BuildKit building and pushing to a loopback registry, and a
-loopback server that follows GitHub's REST contract. It runs once per
-module (the lifecycle is slow); the tests below are its steps, in order.
+engine), BuildKit building and pushing to a loopback registry that serves TLS from
+the test's own CA (as ``make registry`` does: the docker-build provider's
+``refresh`` reads registries over https only), and a loopback server that
+follows GitHub's REST contract. It runs once per module (the lifecycle is
+slow); the tests below are its steps, in order.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -32,6 +38,8 @@ from tests.engine_fixtures import (
     stop_buildkit,
 )
 from tests.fake_github import FakeGitHub
+from rocm_bake.manifests import load_targets
+from rocm_bake.registry.tls import RegistryTls, ensure_tls
 
 sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
 import base as demo_base  # noqa: E402  (dockerfiles/demo/base.py: the demo base image)
@@ -41,29 +49,60 @@ STACKS = ("demo-gfx950", "demo-gfx1201")
 POLICY = ("--policy-pack", str(ROOT / "policy"))
 #: Images that never depend on torch: an edit of torch.Dockerfile must leave them alone.
 UPSTREAM_OF_TORCH = ("pytorch-base", "triton-wheel")
+#: Every image a demo stack declares (manifests/targets.yml).
+IMAGE_TARGETS = tuple(t.name for t in load_targets().targets)
+#: The images whose wheels the stack fetches.
+WHEEL_TARGETS = tuple(t.name for t in load_targets().targets if t.wheels)
+
+
+@dataclass
+class LocalRegistry:
+    """The module's registry: https on loopback with a certificate from the test's own CA."""
+
+    address: str
+    root: Path
+    tls: RegistryTls
+
+    def get(self, path: str, method: str = "GET", headers: dict[str, str] | None = None) -> httpx.Response:
+        """A request over TLS trusting only the test's CA (never plain http)."""
+        trusted = ssl.create_default_context(cafile=str(self.tls.ca_cert))
+        return httpx.request(method, f"https://{self.address}{path}", headers=headers, verify=trusted, timeout=30)
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from free_port_registry(tmp_path_factory.mktemp("registry"))
+def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    tls = ensure_tls(tmp_path_factory.mktemp("tls"))
+    root = tmp_path_factory.mktemp("registry")
+    for address in free_port_registry(root, tls):
+        yield LocalRegistry(address, root, tls)
 
 
 @pytest.fixture(scope="module")
-def buildkit(tmp_path_factory: pytest.TempPathFactory, registry: str) -> Iterator[BuildKit]:
-    kit = start_buildkit(tmp_path_factory.mktemp("buildkit"), [registry])
+def registry(local_registry: LocalRegistry) -> str:
+    return local_registry.address
+
+
+@pytest.fixture(scope="module")
+def buildkit(tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRegistry) -> Iterator[BuildKit]:
+    kit = start_buildkit(tmp_path_factory.mktemp("buildkit"), [local_registry.address], ca=local_registry.tls.ca_cert)
     yield kit
     stop_buildkit(kit)
 
 
-@pytest.fixture(scope="module")
-def base_ref(registry: str, buildkit: BuildKit) -> str:
+def push_demo_base(local_registry: LocalRegistry, buildkit: BuildKit) -> str:
+    """What `make demo-base` does: the debootstrap base built by BuildKit and pushed (skipped when present)."""
     env = os.environ.copy()
-    os.environ.update(buildkit.env())
+    os.environ.update({**buildkit.env(), "SSL_CERT_FILE": str(local_registry.tls.bundle)})
     try:
-        return demo_base.push_base(registry, buildkit.builder, str(ROOT / ".tools" / "bin" / "buildx"))
+        return demo_base.push_base(local_registry.address, buildkit.builder, str(ROOT / ".tools" / "bin" / "buildx"))
     finally:
         os.environ.clear()
         os.environ.update(env)
+
+
+@pytest.fixture(scope="module")
+def base_ref(local_registry: LocalRegistry, buildkit: BuildKit) -> str:
+    return push_demo_base(local_registry, buildkit)
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +112,13 @@ def github() -> Iterator[FakeGitHub]:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: BuildKit, base_ref: str,
-            github: FakeGitHub) -> Iterator[PulumiProject]:
+def project(tmp_path_factory: pytest.TempPathFactory, registry: str, local_registry: LocalRegistry,
+            buildkit: BuildKit, base_ref: str, github: FakeGitHub) -> Iterator[PulumiProject]:
     work = tmp_path_factory.mktemp("lifecycle")
     state = work / "state"
     state.mkdir()
-    proj = PulumiProject(copy_project(work / "project"), state, project_env(state, buildkit, work))
+    env = project_env(state, buildkit, work, ssl_cert_file=local_registry.tls.bundle)
+    proj = PulumiProject(copy_project(work / "project"), state, env)
     for stack in STACKS:
         proj.run("stack", "init", stack, "--secrets-provider", "passphrase")
         for key, value in {
@@ -110,34 +150,35 @@ def changed(preview_json: str) -> dict[str, str]:
     return {resource_name(s): s["op"] for s in steps(preview_json) if s["op"] not in ("same", "read")}
 
 
-def catalog(registry: str) -> list[str]:
-    return httpx.get(f"http://{registry}/v2/_catalog").json().get("repositories") or []
+def catalog(local_registry: LocalRegistry) -> list[str]:
+    return local_registry.get("/v2/_catalog").json().get("repositories") or []
 
 
 def outputs(project: PulumiProject, stack: str) -> dict:
     return json.loads(project.run("stack", "output", "--json", "--show-secrets", stack=stack).stdout)
 
 
-def test_preview_of_a_new_stack_lists_creates_and_builds_nothing(project: PulumiProject, registry: str) -> None:
-    before = catalog(registry)
+def test_preview_of_a_new_stack_lists_creates_and_builds_nothing(project: PulumiProject,
+                                                                local_registry: LocalRegistry) -> None:
+    before = catalog(local_registry)
     preview = project.run("preview", *POLICY, "--json", stack="demo-gfx950").stdout
     ops = {s["op"] for s in steps(preview)}
     assert ops <= {"create", "same"}, ops
     created = [resource_name(s) for s in steps(preview) if s["op"] == "create"]
     for name in ("pytorch-base-gfx950", "triton-wheel-gfx950", "torch-gfx950", "wheels-gfx950", "index-gfx950"):
         assert name in created
-    assert catalog(registry) == before, "preview must not build or push anything"
+    assert catalog(local_registry) == before, "preview must not build or push anything"
 
 
-def test_up_builds_pushes_fetches_and_indexes(project: PulumiProject, registry: str) -> None:
+def test_up_builds_pushes_fetches_and_indexes(project: PulumiProject, local_registry: LocalRegistry) -> None:
     for stack in STACKS:
         up = project.run("up", *POLICY, "--yes", "--skip-preview", stack=stack)
         assert "✅ rocm-bake-arch-rules@v0.1.0" in up.stdout, "the arch rules did not judge the up"
-    repos = catalog(registry)
+    repos = catalog(local_registry)
     for target in ("pytorch-base", "triton-wheel", "torch", "torchvision", "amd_aiter", "vllm", "torch-runtime",
                    "cache"):
         assert f"rocm-bake/{target}" in repos, repos
-    tags = httpx.get(f"http://{registry}/v2/rocm-bake/cache/tags/list").json()["tags"]
+    tags = local_registry.get("/v2/rocm-bake/cache/tags/list").json()["tags"]
     # CACHE_ARCH: per-arch cache refs, except triton-wheel's shared one.
     assert "torch-gfx950" in tags and "torch-gfx1201" in tags and "triton-wheel-shared" in tags, tags
     assert not any(t.startswith("triton-wheel-gfx") for t in tags), tags
@@ -162,7 +203,78 @@ def test_each_index_installs_its_own_arch_only(project: PulumiProject) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_editing_the_torch_dockerfile_rebuilds_torch_and_its_dependants_only(project: PulumiProject) -> None:
+#: What the CLI prints for an image ``refresh`` found gone, and for one ``up`` built and pushed.
+VANISHED = re.compile(r"^ -  docker-build:index:Image (\S+) deleted", re.MULTILINE)
+CREATED = re.compile(r"^ \+  docker-build:index:Image (\S+) created", re.MULTILINE)
+UPDATED = re.compile(r"^ ~  pulumi-python:dynamic:Resource (\S+) updated", re.MULTILINE)
+MANIFEST_TYPES = ", ".join([
+    "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+])
+
+
+def manifest_status(local_registry: LocalRegistry, ref: str) -> int:
+    """HEAD of the manifest ``repo:tag@digest`` names, by digest, over TLS."""
+    name, _, digest = ref.split("/", 1)[1].partition("@")
+    repository = name.rsplit(":", 1)[0]
+    assert digest.startswith("sha256:"), ref
+    return local_registry.get(f"/v2/{repository}/manifests/{digest}", "HEAD", {"Accept": MANIFEST_TYPES}).status_code
+
+
+def test_a_wiped_registry_shows_in_refresh_and_up_repairs_it(project: PulumiProject, local_registry: LocalRegistry,
+                                                             buildkit: BuildKit, tmp_path: Path) -> None:
+    """The registry loses every image; refresh and preview say so, up rebuilds, every output digest resolves.
+
+    The demo base went with the registry too: the test re-pushes it as
+    `make demo-base` does (``make demo`` runs it before every ``up``), since
+    the base stands in for a public image that a stack never builds.
+    """
+    before = {stack: outputs(project, stack)["images"] for stack in STACKS}
+    shutil.rmtree(local_registry.root / "storage")
+    assert catalog(local_registry) == [], "the wipe must leave the registry empty"
+    for stack in STACKS:
+        arch = stack.removeprefix("demo-")
+        images = {f"{target}-{arch}" for target in IMAGE_TARGETS}
+        refreshed = project.run("refresh", "--yes", "--expect-no-changes", stack=stack, check=False)
+        text = refreshed.stdout + refreshed.stderr
+        assert "server gave HTTP response to HTTPS client" not in text, "the plugin must read the registry over TLS"
+        assert refreshed.returncode != 0, f"refresh of {stack} passed although the registry lost its images"
+        assert set(VANISHED.findall(text)) == images, f"refresh must name every vanished image:\n{text[-6000:]}"
+        if stack == "demo-gfx950":  # the other stack's preview would say the same: spare the time
+            previewed = project.run("preview", *POLICY, "--json", "--expect-no-changes", stack=stack, check=False)
+            assert previewed.returncode != 0, f"preview --expect-no-changes of {stack} passed after the wipe"
+            ops = changed(previewed.stdout)
+            assert {name for name, op in ops.items() if op == "create"} == images, ops
+
+    push_demo_base(local_registry, buildkit)
+    for stack in STACKS:
+        arch = stack.removeprefix("demo-")
+        up = project.run("up", *POLICY, "--yes", "--skip-preview", stack=stack)
+        assert set(CREATED.findall(up.stdout)) == {f"{target}-{arch}" for target in IMAGE_TARGETS}, up.stdout[-6000:]
+        after = outputs(project, stack)["images"]
+        assert set(after) == set(IMAGE_TARGETS)
+        missing = {name: ref for name, ref in after.items() if manifest_status(local_registry, ref) != 200}
+        assert not missing, f"{stack} outputs name digests the registry does not have: {missing}"
+        # The wheels are re-fetched exactly when a wheel image's digest changed; either way the
+        # registry now serves the very wheels the index holds (fetched again below).
+        wheel_digests_changed = any(after[t] != before[stack][t] for t in WHEEL_TARGETS)
+        assert (f"wheels-{arch}" in UPDATED.findall(up.stdout)) == wheel_digests_changed, up.stdout[-6000:]
+        project.run("preview", *POLICY, "--expect-no-changes", stack=stack)
+    project.run("refresh", "--yes", "--expect-no-changes", stack="demo-gfx950")
+
+    out = tmp_path / "refetch"
+    refs = [arg for t in WHEEL_TARGETS for arg in ("--image", outputs(project, "demo-gfx950")["images"][t])]
+    fetched = subprocess.run([str(ROOT / ".venv" / "bin" / "rocm-bake"), "wheels", "fetch", "--arch", "gfx950",
+                              *refs, "--out", str(out)], env=project.env, capture_output=True, text=True, timeout=300)
+    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+    indexed = project.dir / "dist" / "wheels" / "gfx950"
+    assert {p.name: p.read_bytes() for p in (out / "wheels" / "gfx950").iterdir()} == \
+        {p.name: p.read_bytes() for p in indexed.iterdir()}, "the repaired registry must serve the indexed wheels"
+
+
+def test_editing_the_torch_dockerfile_rebuilds_torch_and_its_dependants_only(project: PulumiProject,
+                                                                            local_registry: LocalRegistry) -> None:
     other_index = project.dir / "dist" / "index" / "gfx1201"
     before = {p: p.read_bytes() for p in sorted(other_index.rglob("*")) if p.is_file()}
     other_outputs = outputs(project, "demo-gfx1201")
@@ -182,6 +294,10 @@ def test_editing_the_torch_dockerfile_rebuilds_torch_and_its_dependants_only(pro
     assert "wheels-gfx950" in ops and "index-gfx950" in ops, ops
     project.run("up", *POLICY, "--yes", "--skip-preview", stack="demo-gfx950")
     project.run("preview", *POLICY, "--expect-no-changes", stack="demo-gfx950")
+    images = outputs(project, "demo-gfx950")["images"]
+    # after a wipe and repair (the step before), the next up's outputs name only digests the registry has
+    assert {name: manifest_status(local_registry, ref) for name, ref in images.items()} == \
+        {name: 200 for name in images}
     after = {p: p.read_bytes() for p in sorted(other_index.rglob("*")) if p.is_file()}
     assert after == before, "the gfx1201 stack's index must be untouched by a gfx950 up"
     assert outputs(project, "demo-gfx1201") == other_outputs

@@ -74,9 +74,11 @@ def test_check_ref_for_arch() -> None:
         check_ref_for_arch(f"127.0.0.1:5000/rocm-bake/torch:{TAG}", "gfx951")
 
 
-def test_scheme_and_challenge() -> None:
-    assert scheme_for("127.0.0.1:5000") == "http" and scheme_for("localhost:5000") == "http"
-    assert scheme_for("ghcr.io") == "https"
+def test_scheme_and_challenge(registry: Registry) -> None:
+    port = registry.address.rsplit(":", 1)[1]
+    # a plain-http loopback registry is still reached (test_registry_tls.py: a TLS one gets https)
+    assert scheme_for(registry.address) == "http" and scheme_for(f"localhost:{port}") == "http"
+    assert scheme_for("ghcr.io") == "https" and scheme_for("ghcr.io:443") == "https"
     scheme, params = parse_challenge('Bearer realm="https://ghcr.io/token",service="ghcr.io",scope="repository:o/r:pull"')
     assert scheme == "bearer" and params == {"realm": "https://ghcr.io/token", "service": "ghcr.io", "scope": "repository:o/r:pull"}
 

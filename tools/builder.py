@@ -12,12 +12,13 @@ kernel allows it, else native (the log's first line says which). buildkitd
 runs as root; it is idempotent: a second ``start`` finds it running and says
 so (a changed registry list restarts it), ``stop`` ends it.
 
-The registries it reaches over plain HTTP are ours and on loopback only
-(``--insecure-registry``, this checkout's registry by default, written to
-``buildkitd.toml`` as ``http``/``insecure``). BuildKit already falls back
-to plain HTTP for 127.0.0.1 on any port (pushes, ``FROM`` pulls and registry
-cache export/import to random ports work with an empty list), so the same
-daemon serves tests' loopback registries; tests still start their own with
+The local registry serves TLS (``make registry``: a certificate from the
+checkout's own CA in ``.rocm-bake/tls``), and ``--registry-ca`` makes
+buildkitd trust that CA for the registries named (``buildkitd.toml``:
+``ca = [...]`` and ``http = false``; without ``http = false`` BuildKit speaks
+plain HTTP to any 127.0.0.1 port). Without ``--registry-ca`` the registries
+named are loopback ones reached over plain HTTP (``http``/``insecure``), as
+the engine tests' plain registries are. Tests start their own daemon with
 :func:`start` to keep state and the buildx config private.
 
 Nothing here is global. The builder's name carries the checkout's id
@@ -29,13 +30,14 @@ A name that is already registered for another endpoint is never re-pointed:
 ``start`` refuses and names the owner (the checkout whose buildkitd socket it
 names), and ``stop`` removes only a registration that points at our socket.
 
-Usage: ``python tools/builder.py start|stop|status [--name NAME] [--insecure-registry HOST:PORT ...]``
-(the name and registry default to this checkout's).
+Usage: ``python tools/builder.py start|stop|status [--name NAME] [--registry HOST:PORT ...]
+[--registry-ca CA.pem]`` (the name and registry default to this checkout's).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -79,10 +81,13 @@ def binary(name: str) -> str:
     return found
 
 
-def config_text(registries: list[str]) -> str:
-    """Plain HTTP only to the loopback registries named; nothing else is trusted without TLS."""
+def config_text(registries: list[str], ca: Path | None = None) -> str:
+    """TLS trusting ``ca`` for the registries named; without ``ca``, plain HTTP, and only to loopback ones."""
     lines = ["[worker.oci]", "  enabled = true", "[worker.containerd]", "  enabled = false"]
     for registry in registries:
+        if ca is not None:
+            lines += [f'[registry."{registry}"]', "  http = false", f"  ca = [{json.dumps(str(ca))}]"]
+            continue
         if not registry.startswith(("127.0.0.1:", "localhost:", "[::1]:")):
             sys.exit(f"builder: {registry} is not a loopback registry; only loopback registries may be plain HTTP")
         lines += [f'[registry."{registry}"]', "  http = true", "  insecure = true"]
@@ -145,8 +150,14 @@ def claimed_endpoint(name: str, socket: Path, env: dict[str, str] | None) -> str
     return None
 
 
-def start(name: str, state: Path, registries: list[str], env: dict[str, str] | None = None) -> Builder:
-    """Start buildkitd unless it already runs, then (re)register the buildx remote builder ``name``."""
+def start(name: str, state: Path, registries: list[str], env: dict[str, str] | None = None,
+          ca: Path | None = None) -> Builder:
+    """Start buildkitd unless it already runs, then (re)register the buildx remote builder ``name``.
+
+    With ``ca`` the registries named are reached over TLS trusting it; without, over plain HTTP.
+    """
+    if ca is not None and not ca.is_file():
+        sys.exit(f"builder: registry CA {ca} not found: `make registry` makes it (.rocm-bake/tls/ca.pem)")
     if os.geteuid() != 0:
         sys.exit("builder: buildkitd runs as root here (runc worker; rootless needs rootlesskit): run as root")
     state.mkdir(parents=True, exist_ok=True)
@@ -154,7 +165,7 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
     claimed_endpoint(name, socket, env)  # refuse another's name before starting anything
     pid = running_pid(state)
     config = state / "buildkitd.toml"
-    wanted = config_text(registries)
+    wanted = config_text(registries, ca.resolve() if ca else None)
     if pid is not None and config.exists() and config.read_text() != wanted:
         print(f"builder: restarting buildkitd (pid {pid}): its registries change to {', '.join(registries)}",
               flush=True)
@@ -234,14 +245,17 @@ def main() -> None:
     parser.add_argument("action", choices=("start", "stop", "status"))
     parser.add_argument("--name", default=None, help="buildx builder name (default: this checkout's)")
     parser.add_argument("--state", type=Path, default=STATE)
-    parser.add_argument("--insecure-registry", action="append", default=None,
-                        help="loopback registry reached over plain HTTP (default: this checkout's)")
+    parser.add_argument("--registry", "--insecure-registry", dest="registry", action="append", default=None,
+                        help="a registry this builder pushes to and pulls from (default: this checkout's)")
+    parser.add_argument("--registry-ca", type=Path, default=None,
+                        help="reach the registries named over TLS trusting this CA (make registry's "
+                             ".rocm-bake/tls/ca.pem); without it, plain HTTP to loopback only")
     args = parser.parse_args()
     name, registry = checkout_defaults()
     # The checkout's own buildx config unless the caller chose one (the Makefile exports it).
     env = {"BUILDX_CONFIG": os.environ.get("BUILDX_CONFIG") or str(BUILDX_CONFIG)}
     if args.action == "start":
-        start(args.name or name, args.state, args.insecure_registry or [registry], env=env)
+        start(args.name or name, args.state, args.registry or [registry], env=env, ca=args.registry_ca)
     elif args.action == "stop":
         stop(args.name or name, args.state, env=env)
     else:

@@ -244,7 +244,15 @@ WRAPPER = """#!/bin/sh
 # finds it). It does not touch your global `pulumi login` or ~/.docker/buildx.
 # The stacks' secrets provider comes from the state, not from a salt in the
 # tracked stack files, which stay as committed; `stack rm` keeps them.
+# The local registry serves TLS from this checkout's CA (make registry), so
+# SSL_CERT_FILE names a bundle in .rocm-bake/tls: the roots your own
+# SSL_CERT_FILE (or the system) names, plus that CA. The docker-build plugin's
+# refresh (https only) and the wheel fetch then read the registry.
 root='{root}'
+tls="$root/.rocm-bake/tls"
+if [ -f "$tls/ca.pem" ] && bundle=$("$root/.venv/bin/python" -m rocm_bake.registry.tls --trust "$tls"); then
+  SSL_CERT_FILE="$bundle"; export SSL_CERT_FILE
+fi
 if [ -z "${{PULUMI_BACKEND_URL:-}}" ]; then
   PULUMI_BACKEND_URL="file://$root/.rocm-bake/state"; mkdir -p "$root/.rocm-bake/state"
 fi

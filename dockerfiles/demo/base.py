@@ -69,8 +69,11 @@ def base_ref(registry: str) -> str:
 
 
 def already_pushed(registry: str) -> bool:
+    """HEAD the tag; https (trusting SSL_CERT_FILE: make's .rocm-bake/tls/bundle.pem) unless a loopback registry speaks http."""
+    from rocm_bake.registry.client import scheme_for
+
     request = urllib.request.Request(
-        f"http://{registry}/v2/{REPOSITORY}/manifests/{BASE_VERSION}", method="HEAD",
+        f"{scheme_for(registry)}://{registry}/v2/{REPOSITORY}/manifests/{BASE_VERSION}", method="HEAD",
         headers={"Accept": "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
                            "application/vnd.docker.distribution.manifest.v2+json"},
     )
@@ -96,7 +99,7 @@ def push_base(registry: str, builder: str, buildx: str) -> str:
         started = time.monotonic()
         subprocess.run(
             [buildx, "build", "--builder", builder, "--platform", "linux/amd64",
-             "--output", f"type=image,name={ref},push=true,registry.insecure=true", str(context)],
+             "--output", f"type=image,name={ref},push=true", str(context)],
             check=True,
         )
     print(f"demo base: pushed {ref} in {time.monotonic() - started:.0f} s", flush=True)

@@ -17,6 +17,8 @@ import hashlib
 import json
 import os
 import re
+import socket
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -189,10 +191,64 @@ class ResolvedImage(BaseModel):
     layers: list[Descriptor]
 
 
-def scheme_for(registry: str) -> str:
-    """Plain HTTP for loopback registries (the local one ``make up`` starts), else HTTPS."""
-    host = registry.rsplit(":", 1)[0] if not registry.startswith("[") else registry.split("]")[0] + "]"
-    return "http" if is_loopback(host) else "https"
+def split_host_port(registry: str) -> tuple[str, int | None]:
+    """``host:port`` / ``[::1]:port`` / ``host`` → (host without brackets, port or None)."""
+    if registry.startswith("["):
+        host, _, rest = registry[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
+    host, sep, port = registry.rpartition(":")
+    if sep and port.isdigit():
+        return host, int(port)
+    return registry, None
+
+
+def speaks_tls(host: str, port: int, timeout_s: float = 5.0) -> bool:
+    """Whether ``host:port`` completes a TLS handshake; only the protocol is probed, the certificate is checked later.
+
+    A plain-HTTP server answers a ClientHello with an HTTP 400 or a close,
+    which fails the handshake. A server that never answers, or nothing
+    listening, is not proven TLS: loopback keeps its plain-HTTP default and
+    the real request says what is wrong.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            with context.wrap_socket(sock):
+                return True
+    except OSError:  # ssl.SSLError included
+        return False
+
+
+#: The longest a loopback registry may take to show whether it speaks TLS.
+PROBE_TIMEOUT_S = 10.0
+
+
+def scheme_for(registry: str, timeout_s: float = PROBE_TIMEOUT_S) -> str:
+    """HTTPS, except a loopback registry that does not speak TLS (probed, as Docker and containerd do for localhost).
+
+    The local registry ``make registry`` starts serves TLS from the
+    checkout's CA (trusted through ``SSL_CERT_FILE``); a loopback one that
+    serves plain HTTP (a registry test's, a user's own) is still reached.
+    Off loopback it is always HTTPS, never probed.
+    """
+    host, port = split_host_port(registry)
+    if not is_loopback(host) or port is None:
+        return "https"
+    return "https" if speaks_tls(host, port, min(timeout_s, PROBE_TIMEOUT_S)) else "http"
+
+
+def untrusted_certificate(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate-verification failure under a transport error, if that is what it is."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
@@ -305,7 +361,7 @@ class RegistryClient:
                                 f"set {ENV_USERNAME}/{ENV_PASSWORD}")
         self.registry = registry
         self.timeout_s = timeout_s
-        self.base = f"{scheme_for(registry)}://{registry}"
+        self.base = f"{scheme_for(registry, timeout_s)}://{registry}"
         self.username = username if username is not None else os.environ.get(ENV_USERNAME)
         self.password = password if password is not None else os.environ.get(ENV_PASSWORD)
         self.retry = RetryPolicy(attempts=retries + 1, budget_s=budget_s, wait_initial_s=backoff_s)
@@ -326,6 +382,14 @@ class RegistryClient:
     # -- transport -------------------------------------------------------
 
     def _transport_failure(self, exc: httpx.TransportError) -> Retryable:
+        """A retryable failure, except an untrusted certificate: retrying cannot fix that, so say what will."""
+        untrusted = untrusted_certificate(exc)
+        if untrusted is not None:
+            raise RocmBakeError(
+                f"{self.base}: TLS certificate not trusted ({untrusted.verify_message or untrusted.reason}): "
+                f"set SSL_CERT_FILE to a bundle holding its CA (for the local registry, `make registry` writes "
+                f".rocm-bake/tls/bundle.pem)"
+            ) from None
         return Retryable(describe(exc, self.timeout_s), timed_out=isinstance(exc, httpx.TimeoutException))
 
     @staticmethod

@@ -7,7 +7,11 @@ this dir's config); a port that answers without being ours is refused,
 naming the port, rather than used: pushing into another checkout's registry
 is how two checkouts' builds got mixed up.
 
-Usage: ``python -m rocm_bake.registry.local start|stop|status --port P --root DIR``.
+With ``--tls-dir`` (``make registry``: ``.rocm-bake/tls``) it serves https
+with a certificate from the checkout's own CA (``rocm_bake.registry.tls``);
+a running plain-http one is restarted with TLS.
+
+Usage: ``python -m rocm_bake.registry.local start|stop|status --port P --root DIR [--tls-dir DIR]``.
 """
 
 from __future__ import annotations
@@ -43,20 +47,29 @@ def configured_port(root: Path) -> int | None:
     return None
 
 
+def serves_tls(root: Path) -> bool:
+    """Whether the running registry's config names a TLS certificate (``http.tls``)."""
+    try:
+        return "certificate:" in (root / "config.yml").read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
 def port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(1.0)
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def start(root: Path, port: int) -> str:
+def start(root: Path, port: int, tls_dir: Path | None = None) -> str:
     """Start this checkout's registry on ``port`` unless it already runs there; refuse a port held by others."""
     root = root.resolve()
     pid = ours(root)
-    if pid is not None and configured_port(root) == port:
-        return f"registry already running on 127.0.0.1:{port} (pid {pid}, this checkout's, root {root})"
+    scheme = "https" if tls_dir is not None else "http"
+    if pid is not None and configured_port(root) == port and serves_tls(root) == (tls_dir is not None):
+        return f"registry already running on {scheme}://127.0.0.1:{port} (pid {pid}, this checkout's, root {root})"
     if pid is not None:
-        print(f"registry: moving this checkout's registry (pid {pid}) to port {port}", flush=True)
+        print(f"registry: restarting this checkout's registry (pid {pid}) on {scheme}://127.0.0.1:{port}", flush=True)
         stop_registry(root)
     if port_in_use(port):
         raise RocmBakeError(
@@ -65,9 +78,10 @@ def start(root: Path, port: int) -> str:
         )
     from rocm_bake.registry.server import main as serve
 
-    if serve(["--port", str(port), "--root", str(root), "--daemon"]) != 0:
+    tls_args = ["--tls-dir", str(tls_dir)] if tls_dir is not None else []
+    if serve(["--port", str(port), "--root", str(root), *tls_args, "--daemon"]) != 0:
         raise RocmBakeError(f"the registry did not start on 127.0.0.1:{port} (see {root / 'registry.log'})")
-    return f"registry: this checkout's, on 127.0.0.1:{port}"
+    return f"registry: this checkout's, on {scheme}://127.0.0.1:{port}"
 
 
 def stop_registry(root: Path) -> str:
@@ -80,12 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=("start", "stop", "status"))
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--tls-dir", type=Path, default=None,
+                        help="serve https with the CA and certificate kept here (make: .rocm-bake/tls)")
     args = parser.parse_args(argv)
     try:
         if args.action == "start":
             if args.port is None:
                 raise RocmBakeError("--port is required to start the registry")
-            print(start(args.root, args.port))
+            print(start(args.root, args.port, args.tls_dir))
         elif args.action == "stop":
             print(stop_registry(args.root))
         else:

@@ -1,9 +1,14 @@
 """Run Debian's ``docker-registry`` on 127.0.0.1 with a generated config.
 
-``make up`` starts one with ``python -m rocm_bake.registry.server --port 5000
---root DIR --daemon``; tests call :func:`start_registry`, which picks a free
-loopback port. No Docker daemon is involved: the registry is the upstream
-distribution binary, storing blobs under ``ROOT/docker/registry/v2``.
+``make registry`` starts one with ``python -m rocm_bake.registry.server --port
+PORT --root DIR --tls-dir .rocm-bake/tls --daemon``: it serves TLS with a
+certificate from the checkout's own CA (``rocm_bake.registry.tls``), because
+the docker-build provider reads registries over https only and its
+``refresh`` cannot see a plain-http one. Without ``--tls-dir`` it serves plain
+HTTP (loopback only), as the registry tests' own registries do. Tests call
+:func:`start_registry`, which picks a free loopback port. No Docker daemon is
+involved: the registry is the upstream distribution binary, storing blobs
+under ``ROOT/storage/docker/registry/v2``.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import argparse
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -23,6 +29,7 @@ import httpx
 import yaml
 
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.registry.tls import RegistryTls, ensure_tls
 
 REGISTRY_BINARY = Path("/usr/bin/docker-registry")
 APT_PACKAGE = "docker-registry"
@@ -30,10 +37,11 @@ START_TIMEOUT_S = 20.0
 
 
 class RunningRegistry(NamedTuple):
-    """``address`` is ``127.0.0.1:PORT`` (image refs carry no scheme)."""
+    """``address`` is ``127.0.0.1:PORT`` (image refs carry no scheme); ``tls`` is None for plain HTTP."""
 
     address: str
     stop: Callable[[], None]
+    tls: RegistryTls | None = None
 
 
 def registry_binary() -> Path:
@@ -52,9 +60,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def write_config(root: Path, port: int) -> Path:
-    """Write a loopback-only, auth-free registry config under ``root``."""
+def write_config(root: Path, port: int, tls: RegistryTls | None = None) -> Path:
+    """Write a loopback-only, auth-free registry config under ``root`` (TLS when ``tls`` is given)."""
     root.mkdir(parents=True, exist_ok=True)
+    http: dict[str, object] = {"addr": f"127.0.0.1:{port}", "headers": {"X-Content-Type-Options": ["nosniff"]}}
+    if tls is not None:
+        http["tls"] = {"certificate": str(tls.server_cert), "key": str(tls.server_key)}
     config = {
         "version": 0.1,
         "log": {"level": "warn", "accesslog": {"disabled": True}},
@@ -62,7 +73,7 @@ def write_config(root: Path, port: int) -> Path:
             "filesystem": {"rootdirectory": str(root / "storage")},
             "delete": {"enabled": True},
         },
-        "http": {"addr": f"127.0.0.1:{port}", "headers": {"X-Content-Type-Options": ["nosniff"]}},
+        "http": http,
     }
     path = root / "config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
@@ -74,15 +85,21 @@ def storage_dir(root: Path) -> Path:
     return root / "storage" / "docker" / "registry" / "v2"
 
 
-def wait_for_v2(address: str, proc: subprocess.Popen[bytes] | None, log: Path | None) -> None:
-    """Poll ``/v2/`` until the registry answers 200, or fail with its log."""
+def v2_url(address: str, tls: RegistryTls | None) -> str:
+    return f"{'https' if tls is not None else 'http'}://{address}/v2/"
+
+
+def wait_for_v2(address: str, proc: subprocess.Popen[bytes] | None, log: Path | None,
+                tls: RegistryTls | None = None) -> None:
+    """Poll ``/v2/`` until the registry answers 200 (over TLS, trusting only our CA, when ``tls``), or fail with its log."""
+    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(tls.ca_cert)) if tls else True
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
             raise RocmBakeError(f"docker-registry on {address} exited with {proc.returncode}: {tail}")
         try:
-            if httpx.get(f"http://{address}/v2/", timeout=1.0).status_code == 200:
+            if httpx.get(v2_url(address, tls), timeout=1.0, verify=verify).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -90,9 +107,9 @@ def wait_for_v2(address: str, proc: subprocess.Popen[bytes] | None, log: Path | 
     raise RocmBakeError(f"docker-registry on {address} did not answer /v2/ within {START_TIMEOUT_S:.0f}s")
 
 
-def spawn(root: Path, port: int, *, detach: bool) -> subprocess.Popen[bytes]:
+def spawn(root: Path, port: int, *, detach: bool, tls: RegistryTls | None = None) -> subprocess.Popen[bytes]:
     binary = registry_binary()
-    config = write_config(root, port)
+    config = write_config(root, port, tls)
     log = open(root / "registry.log", "ab")  # noqa: SIM115 - handed to the child
     try:
         return subprocess.Popen(
@@ -106,24 +123,25 @@ def spawn(root: Path, port: int, *, detach: bool) -> subprocess.Popen[bytes]:
         log.close()
 
 
-def start_registry(root: Path, port: int | None = None) -> RunningRegistry:
+def start_registry(root: Path, port: int | None = None, tls: RegistryTls | None = None) -> RunningRegistry:
     """Start a registry storing under ``root``; return its address and a stopper.
 
     With no ``port`` a free one is picked; a lost race for it is retried.
+    With ``tls`` it serves https with that server certificate.
     """
     attempts = 1 if port is not None else 3
     last: RocmBakeError | None = None
     for _ in range(attempts):
         chosen = port if port is not None else free_port()
-        proc = spawn(root, chosen, detach=False)
+        proc = spawn(root, chosen, detach=False, tls=tls)
         address = f"127.0.0.1:{chosen}"
         try:
-            wait_for_v2(address, proc, root / "registry.log")
+            wait_for_v2(address, proc, root / "registry.log", tls)
         except RocmBakeError as exc:
             terminate(proc)
             last = exc
             continue
-        return RunningRegistry(address, lambda p=proc: terminate(p))
+        return RunningRegistry(address, lambda p=proc: terminate(p), tls)
     assert last is not None
     raise last
 
@@ -142,21 +160,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rocm_bake.registry.server", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--root", type=Path, required=True, help="registry storage and config dir")
+    parser.add_argument("--tls-dir", type=Path, default=None,
+                        help="serve https with the CA and certificate kept here (made once: rocm_bake.registry.tls)")
     parser.add_argument("--daemon", action="store_true", help="start in the background and return once /v2/ answers")
     args = parser.parse_args(argv)
     root: Path = args.root.resolve()
     address = f"127.0.0.1:{args.port}"
     try:
-        proc = spawn(root, args.port, detach=args.daemon)
-        wait_for_v2(address, proc, root / "registry.log")
-    except RocmBakeError as exc:
+        tls = ensure_tls(args.tls_dir) if args.tls_dir is not None else None
+        proc = spawn(root, args.port, detach=args.daemon, tls=tls)
+        wait_for_v2(address, proc, root / "registry.log", tls)
+    except (RocmBakeError, OSError) as exc:
         print(f"rocm-bake: error: {exc}", file=sys.stderr)
         return 2
+    scheme = f"https, CA {tls.ca_cert}" if tls is not None else "plain http"
     if args.daemon:
         (root / "registry.pid").write_text(f"{proc.pid}\n", encoding="utf-8")
-        print(f"registry on {address} (pid {proc.pid}, root {root}, log {root / 'registry.log'})")
+        print(f"registry on {address} ({scheme}; pid {proc.pid}, root {root}, log {root / 'registry.log'})")
         return 0
-    print(f"registry on {address} (root {root}); Ctrl-C stops it")
+    print(f"registry on {address} ({scheme}; root {root}); Ctrl-C stops it")
     signal.signal(signal.SIGTERM, lambda *_: terminate(proc))
     try:
         return proc.wait()

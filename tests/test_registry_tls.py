@@ -1,0 +1,211 @@
+"""The local registry over TLS: the CA made once, the real ``docker-registry`` serving https, and who trusts it.
+
+``make registry`` serves TLS because the docker-build provider reads
+registries over https only (its ``refresh`` cannot see a plain-http one); the
+lifecycle (tests/test_lifecycle.py) runs the engine, BuildKit and the plugin
+against such a registry and wipes it. Here: the certificates themselves, our
+client choosing https for a TLS loopback registry and http for a plain one,
+trusting the CA through ``SSL_CERT_FILE``, and refusing (without retrying or
+falling back to http) a certificate it does not trust.
+"""
+
+from __future__ import annotations
+
+import io
+import ssl
+import stat
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.registry.client import RegistryClient, parse_ref, scheme_for, speaks_tls
+from rocm_bake.registry.extract import fetch_wheels
+from rocm_bake.registry.server import free_port
+from rocm_bake.registry.tls import SYSTEM_BUNDLES, RegistryTls, ensure_tls
+
+from tests.registry_fixtures import (  # noqa: F401 - fixtures
+    Entry,
+    Layer,
+    Registry,
+    no_waits,
+    push_image,
+    registry,
+    running_registry,
+    wheel,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import builder as builder_tool  # noqa: E402  (tools/builder.py: make builder's own code)
+
+TAG = "gfx950-rocm10.1.0"
+
+
+@pytest.fixture(scope="module")
+def registry_tls(tmp_path_factory: pytest.TempPathFactory) -> RegistryTls:
+    return ensure_tls(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def tls_registry(tmp_path_factory: pytest.TempPathFactory, registry_tls: RegistryTls) -> Iterator[Registry]:
+    root = tmp_path_factory.mktemp("tls-registry")
+    for address in running_registry(root, registry_tls):
+        yield Registry(address, root)
+
+
+def openssl_text(*args: str) -> str:
+    return subprocess.run(["openssl", *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_ca_is_made_once_with_private_keys_and_a_loopback_certificate(tmp_path: Path) -> None:
+    tls = ensure_tls(tmp_path / "tls")
+    ca = tls.ca_cert.read_bytes()
+    for key in (tls.ca_key, tls.server_key):
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600, key
+    assert stat.S_IMODE(tls.dir.stat().st_mode) == 0o700
+    sans = openssl_text("x509", "-in", str(tls.server_cert), "-noout", "-ext", "subjectAltName")
+    assert "IP Address:127.0.0.1" in sans and "DNS:localhost" in sans, sans
+    openssl_text("verify", "-CAfile", str(tls.ca_cert), str(tls.server_cert))
+
+    again = ensure_tls(tmp_path / "tls")
+    assert again.ca_cert.read_bytes() == ca, "the CA is made once, not per run"
+    tls.server_cert.unlink()
+    ensure_tls(tmp_path / "tls")
+    assert tls.ca_cert.read_bytes() == ca and tls.server_cert.is_file(), "a missing server cert is remade, same CA"
+
+    other = ensure_tls(tmp_path / "other")
+    tls.server_cert.write_bytes(other.server_cert.read_bytes())  # signed by another CA: remade
+    ensure_tls(tmp_path / "tls")
+    openssl_text("verify", "-CAfile", str(tls.ca_cert), str(tls.server_cert))
+
+
+def test_bundle_keeps_the_system_roots_and_adds_our_ca(registry_tls: RegistryTls,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    system = next((Path(p) for p in SYSTEM_BUNDLES if Path(p).is_file()), None)
+    if system is None:
+        pytest.fail(f"no system CA bundle in {SYSTEM_BUNDLES}: install ca-certificates")
+    ensure_tls(registry_tls.dir)
+    bundle = registry_tls.bundle.read_bytes()
+    assert bundle.startswith(system.read_bytes()), "SSL_CERT_FILE must not take the system roots away"
+    assert bundle.rstrip().endswith(registry_tls.ca_cert.read_bytes().rstrip())
+    context = ssl.create_default_context(cafile=str(registry_tls.bundle))
+    assert len(context.get_ca_certs()) > 100
+
+
+def test_registry_serves_https_with_our_certificate(tls_registry: Registry, registry_tls: RegistryTls) -> None:
+    trusted = ssl.create_default_context(cafile=str(registry_tls.ca_cert))
+    assert httpx.get(f"https://{tls_registry.address}/v2/", verify=trusted).status_code == 200
+    port = tls_registry.address.rsplit(":", 1)[1]
+    assert httpx.get(f"https://localhost:{port}/v2/", verify=trusted).status_code == 200
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(f"https://{tls_registry.address}/v2/", verify=ssl.create_default_context(cafile=None))
+
+
+def test_client_picks_https_for_a_tls_loopback_registry_and_http_for_a_plain_one(
+    tls_registry: Registry, registry: Registry
+) -> None:
+    assert speaks_tls(*split(tls_registry.address)) and scheme_for(tls_registry.address) == "https"
+    assert not speaks_tls(*split(registry.address)) and scheme_for(registry.address) == "http"
+    assert scheme_for("registry.example.com:5000") == "https", "off loopback it is always https, never probed"
+    assert scheme_for(f"127.0.0.1:{free_port()}") == "http", "nothing listening is not proven TLS: loopback default"
+
+
+def split(address: str) -> tuple[str, int]:
+    host, port = address.rsplit(":", 1)
+    return host, int(port)
+
+
+def test_fetch_over_tls_trusting_the_ca_through_ssl_cert_file(
+    tls_registry: Registry, registry_tls: RegistryTls, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(registry_tls.bundle))
+    name = wheel("torch", "2.15.0")
+    pushed = push_image(tls_registry.address, "rocm-bake/torch", TAG,
+                        [Layer([Entry("wheels", kind="dir"), Entry(f"wheels/{name}", b"over tls" * 64)])])
+    ref = f"{tls_registry.address}/rocm-bake/torch:{TAG}"
+    with RegistryClient(tls_registry.address) as client:
+        assert client.base == f"https://{tls_registry.address}"
+        assert client.resolve_digest(parse_ref(ref)) == pushed.digest
+    result = fetch_wheels("gfx950", [ref], tmp_path)
+    assert [w.name for w in result.wheels] == [name]
+    assert (tmp_path / "wheels" / "gfx950" / name).read_bytes() == b"over tls" * 64
+
+
+def test_an_untrusted_certificate_is_one_clear_error_without_retries_or_http(
+    tls_registry: Registry, registry_tls: RegistryTls, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    no_waits: io.StringIO,
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(registry_tls.bundle))
+    push_image(tls_registry.address, "rocm-bake/untrusted", TAG, [Layer([Entry(f"wheels/{wheel('x')}", b"x")])])
+    monkeypatch.delenv("SSL_CERT_FILE")  # certifi's roots only: our CA is not among them
+    ref = f"{tls_registry.address}/rocm-bake/untrusted:{TAG}"
+    with pytest.raises(RocmBakeError) as caught:
+        fetch_wheels("gfx950", [ref], tmp_path)
+    message = str(caught.value)
+    assert f"https://{tls_registry.address}: TLS certificate not trusted" in message, message
+    assert "SSL_CERT_FILE" in message and ".rocm-bake/tls/bundle.pem" in message
+    assert no_waits.getvalue() == "", "retrying cannot fix an untrusted certificate"
+    assert not (tmp_path / "wheels").exists()
+
+
+def test_builder_trusts_the_ca_and_speaks_tls_to_loopback(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    tls_config = tomllib.loads(builder_tool.config_text(["127.0.0.1:5001"], ca))
+    # http = false: without it BuildKit speaks plain HTTP to any 127.0.0.1 port
+    assert tls_config["registry"]["127.0.0.1:5001"] == {"http": False, "ca": [str(ca)]}
+    plain = tomllib.loads(builder_tool.config_text(["127.0.0.1:5001"]))
+    assert plain["registry"]["127.0.0.1:5001"] == {"http": True, "insecure": True}
+    with pytest.raises(SystemExit, match="not a loopback registry"):
+        builder_tool.config_text(["registry.example.com:5000"])
+
+
+def test_pulumi_wrapper_adds_the_checkouts_ca_to_whatever_ssl_cert_file_names(tmp_path: Path,
+                                                                            registry_tls: RegistryTls) -> None:
+    """.tools/bin/pulumi as tools/engines.py writes it, with ``env`` standing in for the real CLI.
+
+    Hosts often export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt and tests export their own CA's
+    bundle: keeping either alone would leave the checkout's CA untrusted (refresh blind again, the wheel
+    fetch refused); replacing the test's would leave the test's CA untrusted. The wrapper adds ours to it.
+    """
+    import engines as engines_tool
+
+    wrapper = tmp_path / "pulumi"
+    wrapper.write_text(engines_tool.WRAPPER.format(cli="/usr/bin/env", real="/usr/bin/env", root=tmp_path))
+    wrapper.chmod(0o755)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").symlink_to(ROOT / ".venv" / "bin" / "python")
+    base = {"PATH": "/usr/bin:/bin", "PULUMI_CONFIG_PASSPHRASE": "x", "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "false"}
+
+    def seen(env: dict[str, str]) -> str | None:
+        out = subprocess.run([str(wrapper)], env=env, capture_output=True, text=True, check=True).stdout
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line).get("SSL_CERT_FILE")
+
+    assert seen(base) is None, "no registry TLS made yet: nothing to add"
+    assert seen({**base, "SSL_CERT_FILE": str(registry_tls.bundle)}) == str(registry_tls.bundle)
+    ours = ensure_tls(tmp_path / ".rocm-bake" / "tls")
+    assert seen(base) == str(ours.bundle)
+    ca = ours.ca_cert.read_bytes()
+    for own in (Path("/etc/ssl/certs/ca-certificates.crt"), registry_tls.bundle):
+        bundle = Path(seen({**base, "SSL_CERT_FILE": str(own)}) or "")
+        assert bundle.parent == ours.dir, bundle
+        text = bundle.read_bytes()
+        assert text.startswith(own.read_bytes()) and ca in text, f"{bundle} must hold {own}'s roots and our CA"
+
+
+def test_bundle_holds_the_roots_of_the_callers_own_ssl_cert_file(tmp_path: Path, registry_tls: RegistryTls,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    own = tmp_path / "corporate.pem"
+    own.write_bytes(registry_tls.ca_cert.read_bytes())  # any PEM root the caller already trusts
+    monkeypatch.setenv("SSL_CERT_FILE", str(own))
+    tls = ensure_tls(tmp_path / "tls")
+    assert tls.bundle.read_bytes().startswith(own.read_bytes())
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.bundle))  # already ours: the system roots, not a bundle of a bundle
+    ensure_tls(tmp_path / "tls")
+    assert tls.bundle.read_bytes().count(b"# rocm-bake local registry CA") == 1
