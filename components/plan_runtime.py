@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pulumi
+import pulumi.runtime.settings
 from pulumi.runtime import mocks as pulumi_mocks
 
-from rocm_bake.config import StackConfig
+from rocm_bake.config import STACKS_DIR, StackConfig
 
 UNKNOWN_AFTER_APPLY = "(known after apply)"
 
@@ -88,6 +89,9 @@ def declare_under_mocks(
 
     recorder = RecordingMocks()
     pulumi.runtime.set_mocks(recorder, project="rocm-bake", stack=stack, preview=True)
+    # Mocks answer get_root_directory() with a placeholder; the program plan runs is the one whose
+    # stacks/ it reads, so its checkout defaults (registry, builder) are the ones `pulumi up` there takes.
+    pulumi.runtime.settings.SETTINGS.root_directory = str(STACKS_DIR.parent)
     if raw_config is not None:
         # as the engine passes config: strings, structured values (buildArgs) as JSON
         pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in raw_config.items()})

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.checkout import local_defaults
 from tests.engine_fixtures import ROOT, PulumiProject, copy_project, engine, project_env
 
 sys.path.insert(0, str(ROOT / "policy"))
@@ -154,8 +155,10 @@ def test_every_real_stack_passes_the_packs_policies(planned: dict[str, dict], st
 def test_the_packs_policies_catch_a_stack_judged_by_another_arch(planned: dict[str, dict]) -> None:
     """The mock evaluation is not vacuous: gfx1201's resources under gfx950's config break the rules."""
     found = judge("gfx950", planned["gfx1201"]["resources"], {"rocm-bake:pytorchRocmArch": "gfx950"})
+    # plan declares what `pulumi up` in this checkout would: its own registry when it has a record
+    registry = local_defaults(ROOT).get("rocm-bake:registry", "127.0.0.1:5000")
     assert ("arch-scoped-tags", "torch-gfx1201",
-            "torch-gfx1201: image ref '127.0.0.1:5000/rocm-bake/torch:gfx1201-rocm10.1.0' is tagged for gfx1201, "
+            f"torch-gfx1201: image ref '{registry}/rocm-bake/torch:gfx1201-rocm10.1.0' is tagged for gfx1201, "
             "not gfx950: refusing to put gfx1201 wheels in the gfx950 index") in found
     assert {name for name, _, _ in found} >= {"arch-scoped-tags", "per-arch-cache-refs", "own-arches-only"}
 
