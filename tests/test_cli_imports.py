@@ -95,3 +95,10 @@ def test_a_refused_argument_imports_nothing_heavy() -> None:
     assert status == 2 and loaded == set()
     status, loaded = run_imports("plan", "gfx950", "--set", "no-equals-sign")
     assert status == 2 and loaded == set()
+
+
+def test_wheel_arches_imports_no_pydantic(tmp_path: Path) -> None:
+    """The scan's reports are plain classes: ``wheel arches`` pays no pydantic start-up (``bench/scan.py``'s CLI row)."""
+    (torch,) = arch_wheel_set(tmp_path, "gfx950", names=["torch"])
+    status, loaded = run_imports("wheel", "arches", "--json", str(torch))
+    assert status == 0 and {"pydantic", "pulumi", "httpx", "components", "rich", "yaml"}.isdisjoint(loaded), loaded

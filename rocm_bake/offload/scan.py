@@ -79,10 +79,8 @@ class _Budget:
             )
         return cand
 
-#: One ``CodeObjectSource`` as plain data. The scanner builds these and the
-#: wheel report validates them all in one pydantic call at the edge: a fat
-#: binary has hundreds of bundles, and one model per bundle was a third of a
-#: stored member's scan.
+#: One ``CodeObjectSource`` as plain data: the scanner builds these, and the
+#: wheel report turns them into ``CodeObjectSource`` objects once, at the end.
 Source = dict[str, Any]
 
 
