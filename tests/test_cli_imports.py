@@ -97,8 +97,9 @@ def test_a_refused_argument_imports_nothing_heavy() -> None:
     assert status == 2 and loaded == set()
 
 
-def test_wheel_arches_imports_no_pydantic(tmp_path: Path) -> None:
-    """The scan's reports are plain classes: ``wheel arches`` pays no pydantic start-up (``bench/scan.py``'s CLI row)."""
+def test_wheel_arches_imports_no_pydantic_or_dataclasses(tmp_path: Path) -> None:
+    """The scan path is plain classes: ``wheel arches`` start-up counts in ``bench/scan.py``'s CLI rows."""
     (torch,) = arch_wheel_set(tmp_path, "gfx950", names=["torch"])
-    status, loaded = run_imports("wheel", "arches", "--json", str(torch))
-    assert status == 0 and {"pydantic", "pulumi", "httpx", "components", "rich", "yaml"}.isdisjoint(loaded), loaded
+    argv = ["wheel", "arches", "--json", str(torch)]
+    status, loaded = child(RUN_PROBE.format(argv=argv, heavy=(*HEAVY, "dataclasses")))  # type: ignore[misc]
+    assert status == 0 and {"pydantic", "dataclasses", "pulumi", "httpx", "components", "rich"}.isdisjoint(loaded), loaded
