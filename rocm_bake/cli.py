@@ -2,8 +2,9 @@
 
 Each subcommand lives in its own module under ``rocm_bake.commands`` and
 exposes ``register(subparsers)``; this module discovers them, so adding a
-command never means editing a central list. A ``RocmBakeError`` prints as
-one line naming what was wrong and exits 2: bad input changes nothing.
+command never means editing a central list. A ``RocmBakeError`` (bad input,
+a refused operation, or a remote service given up on) prints as one line
+naming what was wrong and exits 2; bad input changes nothing.
 """
 
 from __future__ import annotations
