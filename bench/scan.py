@@ -2,9 +2,8 @@
 """Benchmark the code-object scan (``rocm-bake wheel arches``) against reading the member once.
 
 A wheel is built whose ``torch/_C.so`` (gcc + objcopy, as the tests do) holds
-a ``.hip_fatbin`` of ``--size-mb`` MiB (default 290, the member issue 23
-measured) in ``--bundles`` page-aligned bundles (default 220), half of them
-CCOB-compressed (zlib and zstd alternating, v2 and v3). Payloads are
+a ``.hip_fatbin`` of ``--size-mb`` MiB (default 290) in ``--bundles``
+page-aligned bundles (default 220), half of them CCOB-compressed (zlib and zstd alternating, v2 and v3). Payloads are
 incompressible: slices of one random block larger than DEFLATE's 32 KiB
 window, so DEFLATE stores them and inflating is a copy (the baseline does the
 least work it can). The same ``.so`` goes into a second wheel stored, not

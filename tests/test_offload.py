@@ -433,7 +433,7 @@ def test_section_starting_inside_bundle_like_data_is_unknown_when_streamed(tmp_p
     assert wheel_targets(stored).targets == ["gfx950"]
 
 
-# ------------------------------------------------ ids, garbage (issue 17.7)
+# ------------------------------------------------ ids, garbage
 
 
 @pytest.mark.parametrize(

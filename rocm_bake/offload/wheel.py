@@ -1,8 +1,8 @@
 """Which GPUs a wheel's device code is for, read in place from its members.
 
-The spec: "A downloaded asset does not say which GPU it is for ... torch-…
-whl is the same string for gfx950 and gfx1201, and the two files differ by
-about 40MB of device code." So the only trustworthy answer is inside the
+A downloaded asset does not say which GPU it is for: a torch wheel's
+filename is the same for gfx950 and gfx1201, and the two files differ only
+in their device code. So the only trustworthy answer is inside the
 binaries. Each ELF member is read in place (never extracted to disk): a
 compressed one once, front to back (``ZipExtFile.seek`` backwards restarts
 inflation, which made the old scan quadratic); a stored one by seeking in the
