@@ -2,16 +2,17 @@
 """Benchmark the code-object scan (``rocm-bake wheel arches``) against reading the member once.
 
 A wheel is built whose ``torch/_C.so`` (gcc + objcopy, as the tests do) holds
-a ``.hip_fatbin`` of ``--size-mb`` MiB (default 512) in ``--bundles``
-page-aligned bundles (default 300), half of them CCOB-compressed (zlib and
-zstd alternating, v2 and v3). Payloads are incompressible: slices of one
-random block larger than DEFLATE's 32 KiB window, so a few MB of
-``os.urandom`` make 512 MiB that DEFLATE cannot shrink, quickly. The same
-``.so`` goes into a second wheel stored, not deflated.
+a ``.hip_fatbin`` of ``--size-mb`` MiB (default 290) in ``--bundles``
+page-aligned bundles (default 220), half of them CCOB-compressed (zlib and zstd alternating, v2 and v3). Payloads are
+incompressible: slices of one random block larger than DEFLATE's 32 KiB
+window, so DEFLATE stores them and inflating is a copy (the baseline does the
+least work it can). The same ``.so`` goes into a second wheel stored, not
+deflated. A third wheel holds the same layout with compressible, code-like
+payloads (DEFLATE ≈ 2.7:1), closer to real code objects.
 
-Every figure is the best of ``--repeat`` alternating runs, each in its own
+In-process rows: the best of ``--repeat`` alternating runs, each in its own
 child process (all children import the scanner first, page cache warm, glibc
-heap trimming pinned: see ``CHILD_ENV``). Rows (``bench/results.py``):
+heap trimming pinned: see ``CHILD_ENV``), timed inside the child:
 
 * **deflated member** — ``wheel_targets`` on the deflated wheel against one
   streaming inflate pass of the same member by zipfile (``open`` +
@@ -24,9 +25,20 @@ heap trimming pinned: see ``CHILD_ENV``). Rows (``bench/results.py``):
 * **peak RSS** of each scan child (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` in
   a runner that starts only that child) against the 256 MiB budget. Goal ≤ 1.
 
-Usage: ``python bench/scan.py [--size-mb 512] [--bundles 300] [--repeat 3]``;
-a quick run: ``--size-mb 64 --bundles 40``. The default run takes about 40 s
-on two cores (15 s of it building the wheels).
+Whole-process rows (**CLI**), as a user runs it, process start counted:
+``rocm-bake wheel arches --json WHEEL`` (the installed console script, its
+``.pyc`` written first as ``pip install`` does) against ``python -c`` running
+zipfile's streaming inflate pass of the same member, ``--cli-runs``
+alternating pairs, the median of the per-pair ratios. Goal ≤ 1.3× on wall
+time, for each of the incompressible and compressible deflated wheels, both
+programs run with glibc heap trimming pinned (each at its fastest, as the
+in-process children); the CPU-time ratio (user + sys, ``os.wait4``) is
+recorded beside it, steadier when other work shares the machine. A context
+pair of rows runs both in the user's environment as it is, where glibc's
+trimming costs the plain inflate loop more page faults than the scan.
+
+Usage: ``python bench/scan.py [--size-mb 290] [--bundles 220] [--repeat 5]
+[--cli-runs 9] [--cli-only]``; a quick run: ``--size-mb 64 --bundles 40``.
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import statistics
 import time
 import zipfile
 import zlib
@@ -56,6 +69,9 @@ RSS_BUDGET = 256 * MB
 TARGETS = ["gfx950", "gfx1201", "gfx942", "gfx1151", "gfx90a", "gfx1250"]
 MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 HOST_ID = "host-x86_64-unknown-linux-gnu"
+#: The console script pip installed next to this interpreter: what a user runs.
+ROCM_BAKE = str(Path(sys.executable).with_name("rocm-bake"))
+MEMBER = "torch/_C.so"
 C_SOURCE = "int rocm_bake_bench(int x) { return x * 3 + 1; }\n"
 
 #: Runs one command and reports the peak RSS of exactly that child.
@@ -74,10 +90,18 @@ RSS_RUNNER = (
 
 
 class Payloads:
-    """Incompressible bytes, cheaply: slices of one random block, rotated."""
+    """Payload bytes, cheaply: slices of one block, rotated.
 
-    def __init__(self, block_mb: int = 8) -> None:
-        block = os.urandom(block_mb * MB)
+    Incompressible (the default): a random block larger than DEFLATE's 32 KiB
+    window, so DEFLATE stores it and inflating is a copy (the hardest case for
+    the scan's ratio: the baseline does least). Compressible: the block is
+    built like machine code, a few hundred short "instructions" picked at
+    random with a random 8-byte operand every third word (DEFLATE ≈ 2.7:1),
+    so inflating is real work as in a real wheel.
+    """
+
+    def __init__(self, block_mb: int = 8, compressible: bool = False) -> None:
+        block = code_like(block_mb * MB) if compressible else os.urandom(block_mb * MB)
         self._twice, self._size, self._at = block + block, len(block), 0
 
     def take(self, n: int) -> bytes:
@@ -87,6 +111,23 @@ class Payloads:
             out += self._twice[self._at : self._at + piece]
             self._at = (self._at + 7919 * ALIGN + 13) % self._size
         return bytes(out)
+
+
+def code_like(n: int) -> bytes:
+    """``n`` bytes of words from a small vocabulary (4 to 28 bytes, a third of each zero) and random operands."""
+    zero_low = bytes(0 if i < 96 else i for i in range(256))
+    seed = os.urandom(256 * 32)
+    vocab = [seed[i * 32 : i * 32 + 4 + (i % 7) * 4].translate(zero_low) for i in range(256)]
+    operands, picks = os.urandom(n), os.urandom(n // 4)
+    words, size, used = [], 0, 0
+    for i, pick in enumerate(picks):
+        word = operands[used : used + 8] if i % 3 == 2 else vocab[pick]
+        used += 8 if i % 3 == 2 else 0
+        words.append(word)
+        size += len(word)
+        if size >= n:
+            break
+    return b"".join(words)[:n]
 
 
 def bundle(target: str, payload: bytes) -> bytes:
@@ -114,9 +155,9 @@ def ccob(inner: bytes, method: str, version: int) -> bytes:
     return b"CCOB" + struct.pack("<HHIIQ", 2, code, 24 + len(data), len(inner), digest) + data
 
 
-def write_fatbin(path: Path, size: int, count: int) -> tuple[int, int]:
+def write_fatbin(path: Path, size: int, count: int, compressible: bool = False) -> tuple[int, int]:
     """``count`` aligned bundles filling ``size`` bytes; half CCOB (a few distinct blobs reused)."""
-    payloads = Payloads()
+    payloads = Payloads(compressible=compressible)
     each = max(size // count - 2 * ALIGN, ALIGN)
     compressed = [
         ccob(bundle(TARGETS[i % len(TARGETS)], payloads.take(each)), ("zlib", "zstd")[i % 2], 2 + i // 2 % 2)
@@ -135,11 +176,13 @@ def write_fatbin(path: Path, size: int, count: int) -> tuple[int, int]:
     return written, ccob_count
 
 
-def build_wheels(work: Path, size: int, count: int) -> tuple[Path, Path, int, int]:
+def build_wheels(work: Path, size: int, count: int, compressible: bool = False) -> tuple[Path, Path, int, int]:
+    """A deflated and a stored wheel (under ``work/deflated`` and ``work/stored``) holding the same ``_C.so``."""
+    work.mkdir(parents=True, exist_ok=True)
     src, so, fatbin = work / "bench.c", work / "_C.so", work / "fatbin"
     src.write_text(C_SOURCE)
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
-    fatbin_size, ccob_count = write_fatbin(fatbin, size, count)
+    fatbin_size, ccob_count = write_fatbin(fatbin, size, count, compressible)
     subprocess.run(["objcopy", "--add-section", f".hip_fatbin={fatbin}", str(so)], check=True)
     fatbin.unlink()
     wheels = []
@@ -148,7 +191,7 @@ def build_wheels(work: Path, size: int, count: int) -> tuple[Path, Path, int, in
         wheel.parent.mkdir()
         with zipfile.ZipFile(wheel, "w", compression=compression, compresslevel=1) as zf:
             zf.writestr("torch-2.9.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n")
-            zf.write(so, "torch/_C.so")
+            zf.write(so, MEMBER)
         wheels.append(wheel)
     so.unlink()
     return wheels[0], wheels[1], fatbin_size, ccob_count
@@ -180,7 +223,7 @@ def child(mode: str, wheel: Path) -> None:
                           "bundles": len(report.sources)}))
         return
     with zipfile.ZipFile(wheel) as zf:
-        info = zf.getinfo("torch/_C.so")
+        info = zf.getinfo(MEMBER)
         started = time.perf_counter()
         total = 0
         if mode == "zipfile":  # zipfile's own pass: inflate (or copy) + CRC, as the scan reads
@@ -237,26 +280,109 @@ def best_of(repeat: int, pairs: list[tuple[str, Path]]) -> dict[str, dict]:
     return best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size-mb", type=int, default=512, help=".hip_fatbin size in MiB (default 512)")
-    parser.add_argument("--bundles", type=int, default=300, help="bundles in it, half CCOB (default 300)")
-    parser.add_argument("--repeat", type=int, default=3, help="alternating runs per contender (default 3)")
-    parser.add_argument("--child", nargs=2, metavar=("MODE", "WHEEL"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child[0], Path(args.child[1]))
-        return
-    reset(BENCH)
-    with tempfile.TemporaryDirectory(prefix="rocm-bake-bench-scan-") as tmp:
-        started = time.perf_counter()
-        deflated, stored, fatbin_size, ccob_count = build_wheels(Path(tmp), args.size_mb * MB, args.bundles)
-        member = zipfile.ZipFile(deflated).getinfo("torch/_C.so")
-        print(f"built in {time.perf_counter() - started:.1f} s: .hip_fatbin {fatbin_size / MB:.0f} MiB in "
-              f"{args.bundles} bundles ({ccob_count} CCOB), member {member.file_size / MB:.0f} MiB, "
-              f"deflated to {member.compress_size / MB:.0f} MiB", flush=True)
-        best = best_of(args.repeat, [("zipfile", deflated), ("scan", deflated), ("zlib", deflated),
-                                     ("zipfile", stored), ("read", stored), ("scan", stored)])
+# ------------------------------------------------------- whole processes
+
+#: The baseline as a whole program: zipfile's own streaming pass over the member (inflate + CRC check),
+#: the loop of the in-process ``zipfile`` child.
+INFLATE_PROGRAM = (
+    "import sys, zipfile\n"
+    "with zipfile.ZipFile(sys.argv[1]) as zf, zf.open(sys.argv[2]) as member:\n"
+    "    while chunk := member.read1(1 << 20):\n"
+    "        pass\n"
+)
+
+
+#: Runs one command and prints the peak RSS of exactly that child (a child forked from this big
+#: process would count this process's pages until it execs).
+CLI_RSS_RUNNER = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n"
+)
+
+
+class Process:
+    """One whole process as a user runs it: wall seconds, CPU seconds (user + sys), stdout."""
+
+    def __init__(self, argv: list[str], work: Path, env: dict[str, str] | None = None) -> None:
+        out_path, err_path = work / "stdout", work / "stderr"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            started = time.perf_counter()
+            child = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+            _, status, usage = os.wait4(child.pid, 0)
+            self.wall = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status):
+            raise SystemExit(f"{argv[:4]} failed:\n{err_path.read_text()[-2000:]}")
+        self.cpu = usage.ru_utime + usage.ru_stime
+        self.stdout = out_path.read_text()
+
+
+def byte_compile() -> None:
+    """Write rocm_bake's ``.pyc`` files, as ``pip install`` does: a user's start-up does not compile.
+
+    (An editable install under ``PYTHONDONTWRITEBYTECODE`` would otherwise
+    compile every module on every start.)
+    """
+    import rocm_bake
+
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(rocm_bake.__file__).parent)], check=True)
+
+
+def cli_pairs(wheel: Path, runs: int, work: Path, pinned: bool) -> tuple[list[tuple[Process, Process]], int]:
+    """``runs`` pairs of (``rocm-bake wheel arches --json``, the inflate program), order alternating per pair.
+
+    ``pinned``: both run with glibc heap trimming pinned (:data:`CHILD_ENV`),
+    each at its fastest, so the ratio is the two programs' own work; else both
+    run in the user's environment as it is, where glibc's trimming makes the
+    plain loop fault its freed chunks back in (tens of thousands of page
+    faults a pass: a slower baseline, so context only). Also the scan's peak
+    RSS, from a warm-up run under :data:`CLI_RSS_RUNNER`.
+    """
+    env = {**os.environ, **CHILD_ENV} if pinned else None
+    subject = [ROCM_BAKE, "wheel", "arches", "--json", str(wheel)]
+    baseline = [sys.executable, "-c", INFLATE_PROGRAM, str(wheel), MEMBER]
+    (report,) = json.loads(Process(subject, work, env).stdout)  # warm-up, and the answer checked
+    if report["targets"] != sorted(set(TARGETS)) or report["unknown"]:
+        raise SystemExit(f"rocm-bake wheel arches {wheel}: wrong answer {report}")
+    maxrss = int(Process([sys.executable, "-c", CLI_RSS_RUNNER, *subject], work, env).stdout)
+    Process(baseline, work, env)
+    pairs = []
+    for i in range(runs):
+        if i % 2:
+            base = Process(baseline, work, env)
+            pairs.append((Process(subject, work, env), base))
+        else:
+            pairs.append((Process(subject, work, env), Process(baseline, work, env)))
+    return pairs, maxrss
+
+
+def record_cli(row: str, fixture: str, measured: tuple[list[tuple[Process, Process]], int], goal: float | None) -> None:
+    """Two rows: wall time (what a user waits; the goal) and CPU time (steadier when the machine is busy)."""
+    pairs, rss = measured
+    load = os.getloadavg()[0]
+    subject = "`rocm-bake wheel arches --json WHEEL`, a whole process (start-up, imports, scan, JSON out)"
+    baseline = "`python -c` zipfile streaming inflate of the same member (open + read1(1 MiB)), a whole process"
+    for what in ("wall", "cpu"):
+        ratios = [getattr(s, what) / getattr(b, what) for s, b in pairs]
+        ratio = statistics.median(ratios)
+        subj = statistics.median(getattr(s, what) for s, _ in pairs)
+        base = statistics.median(getattr(b, what) for _, b in pairs)
+        best = min(getattr(s, what) for s, _ in pairs) / min(getattr(b, what) for _, b in pairs)
+        label = "wall time" if what == "wall" else "CPU time (user + sys)"
+        note = (f"{fixture}; {label}: median of {len(pairs)} alternating pairs, min–max {min(ratios):.2f}–"
+                f"{max(ratios):.2f}, best-of {best:.2f}; {subj:.3f} s vs {base:.3f} s; load {load:.1f} on "
+                f"{os.cpu_count()} cores; scan peak RSS {rss / MB:.0f} MiB")
+        row_goal = goal if what == "wall" else None
+        if row_goal is None:
+            note += "; context only"
+        record(BENCH, f"{row}, {what if what == 'wall' else 'CPU'}", subject=subject, baseline=baseline,
+               ratio=ratio, goal=f"≤ {row_goal}" if row_goal else "—",
+               met=ratio <= row_goal if row_goal else None, note=note)
+        print(f"{row} ({label}): {ratio:.3f}× ({note})")
+
+
+def in_process_rows(best: dict[str, dict], fatbin_size: int, ccob_count: int, args: argparse.Namespace) -> None:
+    """The ``wheel_targets`` rows: the scan alone, interpreter start-up and imports excluded."""
     for key in ("scan:deflated", "scan:stored"):
         got = best[key]
         expected = sorted(set(TARGETS))
@@ -290,6 +416,54 @@ def main() -> None:
                baseline="256 MiB budget", ratio=rss / RSS_BUDGET, goal="≤ 1", met=rss <= RSS_BUDGET,
                note="getrusage(RUSAGE_CHILDREN).ru_maxrss of a runner that starts only the scan")
         print(f"{row}, peak RSS: {rss / MB:.0f} MiB (budget 256 MiB)")
+
+
+def built(work: Path, args: argparse.Namespace, compressible: bool) -> tuple[Path, Path, int, int, str]:
+    """Build one fixture's wheels and say what they hold."""
+    started = time.perf_counter()
+    deflated, stored, fatbin_size, ccob_count = build_wheels(work, args.size_mb * MB, args.bundles, compressible)
+    member = zipfile.ZipFile(deflated).getinfo(MEMBER)
+    payloads = "compressible" if compressible else "incompressible"
+    fixture = (f"{fatbin_size / MB:.0f} MiB .hip_fatbin, {args.bundles} bundles ({ccob_count} CCOB zlib/zstd), "
+               f"{payloads} payloads: member {member.file_size / MB:.0f} MiB deflated to "
+               f"{member.compress_size / MB:.0f} MiB")
+    print(f"built in {time.perf_counter() - started:.1f} s: {fixture}", flush=True)
+    return deflated, stored, fatbin_size, ccob_count, fixture
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=290, help=".hip_fatbin size in MiB (default 290)")
+    parser.add_argument("--bundles", type=int, default=220, help="bundles in it, half CCOB (default 220)")
+    parser.add_argument("--repeat", type=int, default=5, help="alternating in-process runs per contender (default 5)")
+    parser.add_argument("--cli-runs", type=int, default=9, help="alternating whole-process pairs (default 9)")
+    parser.add_argument("--cli-only", action="store_true", help="only the whole-process rows")
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "WHEEL"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], Path(args.child[1]))
+        return
+    reset(BENCH)
+    if not Path(ROCM_BAKE).exists():
+        raise SystemExit(f"bench/scan.py: {ROCM_BAKE} not found: install the project (make setup)")
+    byte_compile()
+    with tempfile.TemporaryDirectory(prefix="rocm-bake-bench-scan-") as tmp:
+        work = Path(tmp)
+        deflated, stored, fatbin_size, ccob_count, fixture = built(work / "incompressible", args, False)
+        if not args.cli_only:
+            best = best_of(args.repeat, [("zipfile", deflated), ("scan", deflated), ("zlib", deflated),
+                                         ("zipfile", stored), ("read", stored), ("scan", stored)])
+            in_process_rows(best, fatbin_size, ccob_count, args)
+        stored.unlink()
+        record_cli("CLI, deflated member", fixture, cli_pairs(deflated, args.cli_runs, work, True), 1.3)
+        record_cli("CLI, deflated member, user's environment", fixture,
+                   cli_pairs(deflated, args.cli_runs, work, False), None)
+        deflated.unlink()
+        deflated, stored, _, _, fixture = built(work / "compressible", args, True)
+        stored.unlink()
+        record_cli("CLI, deflated member, compressible payloads", fixture,
+                   cli_pairs(deflated, args.cli_runs, work, True), 1.3)
+
 
 if __name__ == "__main__":
     main()

@@ -186,9 +186,6 @@ class Targets(BaseModel):
             visit(t.name, [])
         return ordered
 
-    def wheel_projects(self) -> list[str]:
-        return [w for t in self.targets for w in t.wheels]
-
 
 def read_yaml(path: Path, what: str = "file") -> Any:
     """A small YAML file the user points us at, every way it can be wrong named as one clear error.

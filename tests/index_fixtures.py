@@ -5,7 +5,7 @@ WHEEL, hashed RECORD). ``device_files`` gives native-looking payloads that
 differ per arch: real AMDGPU code-object ELF headers (EM_AMDGPU, with the
 processor in ``e_flags``) of arch-dependent size, the way two archs' torch
 wheels share a filename and differ in device code. ``arch_wheel_set`` builds
-one arch's index input covering every version rule of the seed, with
+one arch's index input covering every version rule (``rocm_bake.index.versions``), with
 dependencies only inside the set (no network).
 """
 
@@ -101,7 +101,7 @@ def make_wheel(
     return path
 
 
-#: (name, version, native, requires) for one arch's set; every rule of the seed.
+#: (name, version, native, requires) for one arch's set; every version rule.
 ARCH_SET: list[tuple[str, str, bool, list[str]]] = [
     ("torch", f"2.15.0a0+{GIT}.{ROCM}", True, [f"triton==3.6.0+{GIT}.{ROCM}"]),
     ("triton", f"3.6.0+{GIT}.{ROCM}", True, []),

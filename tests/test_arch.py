@@ -1,4 +1,4 @@
-"""Truth tables for the architecture policy (seed: gfx1250 is not RDNA, etc.)."""
+"""Truth tables for the architecture policy (gfx1250 is not RDNA, etc.)."""
 
 import json
 import pickle

@@ -95,3 +95,11 @@ def test_a_refused_argument_imports_nothing_heavy() -> None:
     assert status == 2 and loaded == set()
     status, loaded = run_imports("plan", "gfx950", "--set", "no-equals-sign")
     assert status == 2 and loaded == set()
+
+
+def test_wheel_arches_imports_no_pydantic_or_dataclasses(tmp_path: Path) -> None:
+    """The scan path is plain classes: ``wheel arches`` start-up counts in ``bench/scan.py``'s CLI rows."""
+    (torch,) = arch_wheel_set(tmp_path, "gfx950", names=["torch"])
+    argv = ["wheel", "arches", "--json", str(torch)]
+    status, loaded = child(RUN_PROBE.format(argv=argv, heavy=(*HEAVY, "dataclasses")))  # type: ignore[misc]
+    assert status == 0 and {"pydantic", "dataclasses", "pulumi", "httpx", "components", "rich"}.isdisjoint(loaded), loaded

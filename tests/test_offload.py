@@ -239,10 +239,12 @@ class CountingReader:
 
     def __init__(self, inner) -> None:
         self.inner, self.reads, self.total = inner, 0, 0
+        self.asked: list[int] = []
 
     def read(self, n: int = -1) -> bytes:
         assert n is not None and n >= 0, "an unbounded read would hold the whole member in memory"
         data = self.inner.read(n)
+        self.asked.append(n)
         self.reads += 1
         self.total += len(data)
         return data
@@ -296,6 +298,25 @@ def test_compressed_member_is_read_once_front_to_back(tmp_path: Path, monkeypatc
     so_reader = next(r for r in readers if r.total > 4)
     assert so_reader.total == so_size, "each byte of the member is read once, no more, no less"
     assert so_reader.reads > so_size // 8192 // 2
+
+
+def test_compressed_member_is_asked_for_whole_chunks_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """zipfile copies its unconsumed input on every read, so the scan asks for one size only, CHUNK."""
+    fatbin, targets = _rich_fatbin()
+    wheel = device_wheel(tmp_path, "torch", fatbin)
+    readers: list[CountingReader] = []
+
+    def counting(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> CountingReader:
+        readers.append(CountingReader(archive.open(info)))
+        return readers[-1]
+
+    monkeypatch.setattr(offload_wheel, "_open_member", counting)
+    monkeypatch.setattr(offload_source, "CHUNK", 8192)
+    assert sorted(wheel_targets(wheel).targets) == sorted(targets)
+    so_reader = next(r for r in readers if r.total > 4)
+    # the 4-byte ELF probe, then whole chunks, then the 1-byte check for bytes past the declared size
+    assert so_reader.asked[0] == 4 and so_reader.asked[-1] == 1, so_reader.asked
+    assert set(so_reader.asked[1:-1]) == {8192}, sorted(set(so_reader.asked))
 
 
 @pytest.mark.parametrize("chunk", [64, 97, 1000, 4096, 65536])
@@ -412,7 +433,7 @@ def test_section_starting_inside_bundle_like_data_is_unknown_when_streamed(tmp_p
     assert wheel_targets(stored).targets == ["gfx950"]
 
 
-# ------------------------------------------------ ids, garbage (issue 17.7)
+# ------------------------------------------------ ids, garbage
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The seed's version/naming rules, one wheel filename at a time."""
+"""The version/naming rules (``rocm_bake.index.versions``), one wheel filename at a time."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ secrets, which must name exactly the secrets the workflows read.
 
 actionlint runs for real: ``make setup`` builds it from its Go module
 (``tools/actionlint``, like the other engines) into ``.tools/bin``. The
-structural checks below hold the contract the spec sets, independent of actionlint.
+structural checks below hold the workflows' contract (README, CI), independent of actionlint.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Like the real stack, the filenames are the same for every arch and only the
 device code inside differs: torch, torchvision and amd_aiter carry a gcc-built
 ``.so`` whose ``.hip_fatbin`` holds an offload bundle for ``--arch``; triton
 compiles no device code (plain ``.so``); triton_kernels is pure Python. The
-versions follow the seed's ROCm marker rules, so ``rocm-bake index build``
+versions follow the ROCm marker rules of ``rocm_bake.index.versions``, so ``rocm-bake index build``
 accepts them.
 """
 

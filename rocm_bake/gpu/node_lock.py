@@ -1,6 +1,6 @@
 """The busy-node lock: one GPU test at a time per node, held over the SSH session.
 
-The spec's busy case: the default gpu_node holds a lock file while a test
+The busy case: the default gpu_node holds a lock file while a test
 runs, a second test on the same node waits with a visible message or fails
 after a configurable timeout, and ``--host`` moves it to another node that
 holds the card. The lock is ``flock(1)`` on the node itself, taken by the

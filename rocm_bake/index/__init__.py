@@ -24,7 +24,6 @@ _EXPORTS: dict[str, str] = {
     "is_rocm_bake_index": "tree",
     "parse_core_metadata": "wheelfile",
     "plan_index": "build",
-    "read_wheel_metadata": "wheelfile",
     "remove_index": "build",
     "tree_matches": "build",
 }
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
         MAX_METADATA_BYTES,
         WheelMetadata,
         parse_core_metadata,
-        read_wheel_metadata,
     )
 
 

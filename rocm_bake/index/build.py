@@ -1,8 +1,8 @@
 """Build one index: ``DIST/index/<arch>/`` for one arch, ``DIST/index/gfx950-gfx1201/`` for a fat build.
 
-The spec: "Every wheel here has an architecture-independent filename ... In
-one directory they overwrite each other and --find-links serves whichever
-landed last. So the architecture lives in the path." Layout, as readers see
+Every wheel has an architecture-independent filename: in one directory two
+arches' wheels overwrite each other and ``--find-links`` serves whichever
+landed last, so the architecture lives in the path. Layout, as readers see
 it through the ``DIST/index/<dir>`` symlink (see ``rocm_bake.index.tree``)::
 
     index.html              PEP 503 root (normalized names)
@@ -242,8 +242,9 @@ def read_metadata(path: Path, name: WheelName, arch: str) -> tuple[bytes, str | 
 def check_device_code(entry: CacheEntry, target: IndexTarget, wheel: str) -> None:
     """Refuse device code that does not cover every arch of ``target``.
 
-    The spec: wheels fetched by the wrong tag are "indistinguishable
-    afterwards", so the device code itself must be for this index. A single
+    Wheels fetched by the wrong tag (``:latest``, written by whichever arch
+    pushed last) look exactly like the right ones afterwards, so the device
+    code itself must be for this index. A single
     arch needs code that loads on it; a fat index needs code for *every*
     arch of the build (a torch with only gfx950 code objects would install
     on a gfx950+gfx1201 host and fail on the second GPU). Pure-Python and

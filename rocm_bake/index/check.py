@@ -1,7 +1,7 @@
 """``index check``: install each arch's index for real, with pip and with uv.
 
-The spec: "CI builds two architectures' indexes on every pull request and
-asserts that each installs its own and only its own." For every arch this
+CI builds two architectures' indexes on every pull request and asserts that
+each installs its own and only its own: this is that check. For every arch it
 serves DIST on 127.0.0.1, installs ``rocm-torch[device-<arch>]`` into a
 throwaway venv with ``--index-url …/index/<arch>/`` and asserts the installed
 distributions are exactly that index's wheels at those versions; then it asks

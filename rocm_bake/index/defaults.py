@@ -7,7 +7,7 @@ packaging: these live here, and the heavy modules re-export them.
 
 from __future__ import annotations
 
-#: The ROCm release the seed's examples use (``+rocm10.1.0``).
+#: The ROCm release this project builds against (``+rocm10.1.0`` in the wheels' versions).
 DEFAULT_ROCM_VERSION = "10.1.0"
 #: Where ordinary dependencies such as numpy come from.
 PYPI = "https://pypi.org/simple"

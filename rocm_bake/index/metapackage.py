@@ -1,11 +1,11 @@
 """The ``rocm-torch`` metapackage, built in code as a real wheel, byte-for-byte reproducible.
 
-The spec: "rocm-torch is a metapackage generated per index ...; its
-device-<arch> extra pins every wheel in that index at once, and each index
-declares only its own architecture's extra, so asking gfx950's index for
-[device-gfx1201] fails rather than installing mismatched binaries." The extra
-is spelled ``device-<arch>`` "so that when variants do land the architecture
-is already a first-class coordinate". A fat build's index declares only its
+rocm-torch is a metapackage generated per index: its ``device-<arch>`` extra
+pins every wheel in that index at once, and each index declares only its own
+architecture's extra, so asking gfx950's index for ``[device-gfx1201]`` fails
+rather than installing mismatched binaries. The extra is spelled
+``device-<arch>`` so that when wheel variants land, the architecture is
+already a first-class coordinate. A fat build's index declares only its
 combined extra, ``device-gfx950-gfx1201`` (see ``rocm_bake.index.target``).
 
 Version (derived deterministically from its contents): the torch wheel's

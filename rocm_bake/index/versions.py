@@ -1,13 +1,13 @@
 """Version and naming rules for the wheels an arch's index may serve.
 
-The spec: "Most wheels carry the ROCm version in their own version string —
-torchvision, atom, cupy and lmcache as +rocm10.1.0, and torch, triton and
+Most wheels carry the ROCm version in their own version string:
+torchvision, atom, cupy and lmcache as ``+rocm10.1.0``; torch, triton and
 amd_aiter appended to the commit they were built from, as in
-2.15.0a0+git31a77fc.rocm10.1.0. vllm carries upstream's own +rocm101."
-"Three do not, each for its own reason": nixl and triton_kernels are pure
-Python, nixl_rocm "is the one wheel here identified by name rather than by
-version". And "the architecture is in none of them ... because then torch
-would resolve differently per machine from a single index".
+``2.15.0a0+git31a77fc.rocm10.1.0``; vllm upstream's own ``+rocm101``. Three
+do not, each for its own reason: nixl and triton_kernels are pure Python,
+and nixl_rocm is identified by its name rather than its version. The
+architecture is in none of them: torch would otherwise resolve differently
+per machine from a single index.
 
 Everything is parsed with ``packaging``; each refusal names the wheel file,
 the index arch and the rule it broke.
@@ -97,7 +97,7 @@ def check_rocm_version(rocm_version: str) -> str:
 
 
 def vllm_local(rocm_version: str) -> str:
-    """vllm's own spelling: major and minor run together (10.1.0 -> ``rocm101``, per the seed)."""
+    """vllm's own spelling: major and minor run together (10.1.0 -> ``rocm101``)."""
     major, minor, _patch = rocm_version.split(".")
     return f"rocm{major}{minor}"
 
@@ -135,7 +135,7 @@ def parse_name(filename: str, arch: str) -> WheelName:
 
 
 def check_version(wheel: WheelName, arch: str, rocm_version: str = DEFAULT_ROCM_VERSION) -> None:
-    """Apply the seed's ROCm-marker rule for ``wheel.project``; raise on a violation."""
+    """Apply the ROCm-marker rule (module docstring) for ``wheel.project``; raise on a violation."""
     check_rocm_version(rocm_version)
     where = f"{wheel.filename} (index {arch})"
     local = wheel.version.local or ""

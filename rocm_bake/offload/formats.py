@@ -23,8 +23,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from rocm_bake.zstd import zstd as zstd_module
 from rocm_bake.offload.targets import BundleId, parse_bundle_id
@@ -73,8 +72,7 @@ class Corrupt(Exception):
 # --------------------------------------------------------------------- ELF
 
 
-@dataclass(slots=True)
-class ElfHeader:
+class ElfHeader(NamedTuple):
     elf64: bool
     little: bool
     machine: int
@@ -85,8 +83,7 @@ class ElfHeader:
     shstrndx: int
 
 
-@dataclass(slots=True)
-class SectionHeader:
+class SectionHeader(NamedTuple):
     name_offset: int
     type: int
     offset: int
@@ -165,16 +162,14 @@ def section_table(hdr: ElfHeader, table: bytes) -> tuple[list[SectionHeader], in
 # ----------------------------------------------------------------- bundles
 
 
-@dataclass(slots=True)
-class RawEntry:
+class RawEntry(NamedTuple):
     offset: int
     size: int
     bundle_id: str
     parsed: BundleId
 
 
-@dataclass(slots=True)
-class BundleHeader:
+class BundleHeader(NamedTuple):
     """An uncompressed bundle's entries; ``extent`` is its length (header and payloads)."""
 
     entries: list[RawEntry]
@@ -248,8 +243,7 @@ def check_entries_within(header: BundleHeader, limit: int) -> None:
 # -------------------------------------------------------------------- CCOB
 
 
-@dataclass(slots=True)
-class CcobHeader:
+class CcobHeader(NamedTuple):
     version: int
     method: int
     header_size: int
@@ -375,23 +369,22 @@ def inflater(method: int) -> Inflater | None:
     return None
 
 
-@dataclass
 class InflatedPrefix:
     """The first bytes a CCOB's data inflates to, produced only as far as they are asked for.
 
     ``read(offset, length)`` gives compressed bytes from the data start (a
     forward-only reader may keep what it hands out until the caller releases
     it); output beyond what the inner header needs is never produced.
+    ``step`` is the compressed bytes per read, doubling up to 256 KiB: a zlib
+    header inflates from the first few KB, and a forward reader keeps what it
+    hands out.
     """
 
-    read: Getter
-    data_len: int
-    inflater: Inflater
-    out: bytearray = field(default_factory=bytearray)
-    fed: int = 0
-    #: Compressed bytes per read, doubling up to 256 KiB: a zlib header inflates
-    #: from the first few KB, and a forward reader keeps what it hands out.
-    step: int = 16 << 10
+    __slots__ = ("read", "data_len", "inflater", "out", "fed", "step")
+
+    def __init__(self, read: Getter, data_len: int, inflater: Inflater, step: int = 16 << 10) -> None:
+        self.read, self.data_len, self.inflater, self.step = read, data_len, inflater, step
+        self.out, self.fed = bytearray(), 0
 
     def get(self, offset: int, length: int) -> bytes:
         want = offset + length

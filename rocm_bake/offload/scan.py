@@ -25,7 +25,6 @@ never guessed.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from typing import Any
 
 from rocm_bake.errors import RocmBakeError
@@ -79,10 +78,8 @@ class _Budget:
             )
         return cand
 
-#: One ``CodeObjectSource`` as plain data. The scanner builds these and the
-#: wheel report validates them all in one pydantic call at the edge: a fat
-#: binary has hundreds of bundles, and one model per bundle was a third of a
-#: stored member's scan.
+#: One ``CodeObjectSource`` as plain data: the scanner builds these, and the
+#: wheel report turns them into ``CodeObjectSource`` objects once, at the end.
 Source = dict[str, Any]
 
 
@@ -103,7 +100,6 @@ class Where:
 # ------------------------------------------------------------- candidates
 
 
-@dataclass(slots=True)
 class Candidate:
     """A magic found at ``offset`` (in the member) and what its bytes say.
 
@@ -112,15 +108,16 @@ class Candidate:
     truncated bundle from a corrupt one once the section's end is known.
     """
 
-    offset: int
-    ccob: bool
-    extent: int | None = None
-    header_end: int = 0
-    reached: int = 0
-    header: BundleHeader | None = None
-    ccob_header: CcobHeader | None = None
-    error: str | None = None
-    unknown: str | None = None
+    __slots__ = ("offset", "ccob", "extent", "header_end", "reached", "header", "ccob_header", "error", "unknown")
+
+    def __init__(self, offset: int, ccob: bool) -> None:
+        self.offset, self.ccob = offset, ccob
+        self.extent: int | None = None
+        self.header_end = self.reached = 0
+        self.header: BundleHeader | None = None
+        self.ccob_header: CcobHeader | None = None
+        self.error: str | None = None
+        self.unknown: str | None = None
 
 
 def parse_candidate(src: ForwardSource | StoredSource, offset: int, ccob: bool, avail: int) -> Candidate:

@@ -1,8 +1,8 @@
 """Which GPUs a wheel's device code is for, read in place from its members.
 
-The spec: "A downloaded asset does not say which GPU it is for ... torch-…
-whl is the same string for gfx950 and gfx1201, and the two files differ by
-about 40MB of device code." So the only trustworthy answer is inside the
+A downloaded asset does not say which GPU it is for: a torch wheel's
+filename is the same for gfx950 and gfx1201, and the two files differ only
+in their device code. So the only trustworthy answer is inside the
 binaries. Each ELF member is read in place (never extracted to disk): a
 compressed one once, front to back (``ZipExtFile.seek`` backwards restarts
 inflation, which made the old scan quadratic); a stored one by seeking in the
@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import IO
 
 from rocm_bake import progress
-from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.offload.formats import ELF_MAGIC
-from rocm_bake.offload.models import WheelTargets
+from rocm_bake.offload.models import CodeObjectSource, WheelTargets
 from rocm_bake.offload.scan import Source, Where, scan_stored, scan_stream
 from rocm_bake.offload.source import ForwardSource, StoredSource
 from rocm_bake.offload.targets import DEVICE_KINDS, covers
@@ -112,17 +111,16 @@ def _summarise(wheel: str, sources: list[Source], elf_members: int) -> WheelTarg
                 notes.append(f"{where}: {e['processor']} with features {':'.join(e['features'])}")
         if not s["readable"]:
             unreadable.append(f"{where}: {s['note'] or 'targets unknown'}")
-    # One validation for the whole report (see scan.Source).
-    return WheelTargets.model_validate({
-        "wheel": wheel,
-        "targets": sorted({t for s in sources for t in s["targets"]}),
-        "pure": elf_members == 0,
-        "device_code": bool(sources),
-        "unknown": bool(unreadable),
-        "unreadable": sorted(set(unreadable)),
-        "notes": sorted(set(notes + unreadable)),
-        "sources": sources,
-    })
+    return WheelTargets(
+        wheel=wheel,
+        targets=sorted({t for s in sources for t in s["targets"]}),
+        pure=elf_members == 0,
+        device_code=bool(sources),
+        unknown=bool(unreadable),
+        unreadable=sorted(set(unreadable)),
+        notes=sorted(set(notes + unreadable)),
+        sources=[CodeObjectSource.from_scan(s) for s in sources],
+    )
 
 
 def check_wheel_for_arch(path: Path, arch: str, allow_unknown: bool = False) -> WheelTargets:
@@ -136,6 +134,8 @@ def check_wheel_for_arch(path: Path, arch: str, allow_unknown: bool = False) -> 
     refused unless ``allow_unknown``: a wrong-arch asset must not pass
     silently, and "unknown" is exactly how one would.
     """
+    from rocm_bake.arch import validate_arch  # pydantic: only ``wheel check`` and the index need it
+
     validate_arch(arch)
     report = wheel_targets(path)
     if report.unknown and not allow_unknown:

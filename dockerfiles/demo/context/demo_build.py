@@ -8,9 +8,9 @@ only. A device wheel's ``.so`` is compiled by gcc, and ``objcopy`` adds a
 AMDGPU code object per arch of ``PYTORCH_ROCM_ARCH`` — what the HIP
 toolchain emits, so ``rocm-bake wheel arches`` and the index's code-object
 check read these wheels exactly as they read real ones. A fat build
-(``gfx950;gfx1201``) gets both code objects in one binary, as the spec says.
+(``gfx950;gfx1201``) gets both code objects in one binary, as a real fat build does.
 
-Versions follow the spec's rules: ``+git<sha>.rocm<V>`` for torch, triton
+Versions follow the index's rules (``rocm_bake.index.versions``): ``+git<sha>.rocm<V>`` for torch, triton
 and amd_aiter, ``+rocm<V>`` for torchvision, upstream's ``+rocm101`` for
 vllm, none for the pure-Python triton_kernels — and never the arch.
 """
