@@ -67,11 +67,19 @@ def new_project(dir: Path, state: Path, stack: str = "t", **env: str) -> PulumiP
 
 
 def pinned_dependencies() -> dict[str, str]:
-    """pyproject.toml's ``name==version`` runtime pins, names normalized as pip lists them."""
+    """pyproject.toml's ``name==version`` runtime pins that apply to this Python (markers evaluated),
+    names normalized as pip lists them."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
     pins = {}
     for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
-        name, version = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s;]+)\s*", dep).groups()  # type: ignore[union-attr]
-        pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+        req = Requirement(dep)
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        (spec,) = req.specifier  # every runtime dependency is one exact pin
+        assert spec.operator == "==", dep
+        pins[canonicalize_name(req.name)] = spec.version
     return pins
 
 
