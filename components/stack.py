@@ -6,7 +6,6 @@ whose arches are already checked; the components below take it as it is.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,25 @@ from components.index_provider import WheelIndex
 from components.publish import declare_publish
 from components.wheels_provider import FetchedWheels
 from rocm_bake.checkout import local_defaults
-from rocm_bake.config import KEYS, StackConfig, stack_config_from_mapping
+from rocm_bake.config import NAMESPACE, StackConfig, stack_config_from_mapping
 from rocm_bake.image_plan import image_specs
 from rocm_bake.manifests import Targets, load_fleet, load_targets
 
-#: Keys read as structured values (a YAML mapping in the stack file) rather than strings.
-OBJECT_KEYS = frozenset({"buildArgs"})
-#: Keys read with ``get_secret``: never a plain value in the program.
+#: Read with ``get_secret`` (``github_token``): never a plain value in the program.
 SECRET_KEYS = frozenset({"githubToken"})
+
+
+def given_config() -> dict[str, Any]:
+    """Every ``rocm-bake:*`` key the engine passed, known or not, so a misspelt key is refused, not ignored.
+
+    The engine hands the program its config as ``PULUMI_CONFIG`` (the mocks
+    of ``rocm-bake plan`` set it in the runtime instead); structured values
+    (``buildArgs``) arrive as JSON text, which the model reads as JSON.
+    """
+    from pulumi.runtime.config import CONFIG, get_config_env
+
+    given = {**get_config_env(), **CONFIG.get()}
+    return {k: v for k, v in given.items() if isinstance(k, str) and k.startswith(f"{NAMESPACE}:")}
 
 
 def read_config() -> StackConfig:
@@ -40,14 +50,8 @@ def read_config() -> StackConfig:
     the tracked stack files never name a local port.
     """
     stack = pulumi.get_stack()
-    raw = pulumi.Config("rocm-bake")
     values: dict[str, Any] = dict(local_defaults(Path(pulumi.get_root_directory() or ".")))
-    for key in KEYS:
-        if key in SECRET_KEYS:
-            continue
-        value = raw.get_object(key) if key in OBJECT_KEYS else raw.get(key)
-        if value is not None:
-            values[f"rocm-bake:{key}"] = json.dumps(value) if key in OBJECT_KEYS else value
+    values.update({k: v for k, v in given_config().items() if k.partition(":")[2] not in SECRET_KEYS})
     return stack_config_from_mapping(stack, values, f"stack {stack} config")
 
 

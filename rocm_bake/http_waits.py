@@ -70,6 +70,27 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+def check_service_url(url: str) -> str:
+    """A URL a credential may be sent to: https, or plain http to loopback only; no credentials in it.
+
+    The message never quotes the URL (it may hold a secret): the caller names
+    the key or option it came from.
+    """
+    parts = urlsplit(url.replace("{owner}", "owner").replace("{repo}", "repo"))
+    try:
+        host = parts.hostname
+        parts.port  # noqa: B018 - a port out of range or not a number raises here
+    except ValueError:
+        raise ValueError("not a URL with a valid host and port") from None
+    if parts.scheme not in ("https", "http") or not host:
+        raise ValueError("expected an https URL such as https://api.github.com")
+    if parts.username or parts.password:
+        raise ValueError("credentials in a URL are refused (they would be shown and logged); set GITHUB_TOKEN")
+    if parts.scheme == "http" and not is_loopback(host):
+        raise ValueError("plain http is allowed only to loopback (127.0.0.1, ::1, localhost); use https")
+    return url
+
+
 USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?[^\s/@'\"]+@(?=[^\s/@]+)")
 
 

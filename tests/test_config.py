@@ -51,10 +51,10 @@ def test_missing_stack_lists_known(tmp_path):
 @pytest.mark.parametrize(
     ("registry", "words"),
     [
-        ("bad host:99999", "rocm-bake:registry: 'bad host:99999' is not a registry host"),
-        ("http://x", "rocm-bake:registry: 'http://x' is not a registry host"),
-        ("reg.example:99999", "rocm-bake:registry: 'reg.example:99999': port 99999 is not in 1..65535"),
-        ("reg.example:0", "port 0 is not in 1..65535"),
+        ("bad host:99999", "rocm-bake:registry: not a registry host"),
+        ("http://x", "rocm-bake:registry: not a registry host"),
+        ("reg.example:99999", "rocm-bake:registry: the port is not in 1..65535"),
+        ("reg.example:0", "the port is not in 1..65535"),
         ("a b.example", "rocm-bake:registry"),
         ("myregistry", "Docker Hub namespace"),
         ("reg.example/path", "no scheme, path or spaces"),
@@ -75,7 +75,7 @@ def test_good_registries(registry):
 def test_keys_are_the_models_aliases_and_pulumi_strings_convert():
     """No hand-written key table or coercion: camelCase aliases, pydantic's own conversions."""
     assert KEYS["pytorchRocmArch"] == "pytorch_rocm_arch" and KEYS["githubApiUrl"] == "github_api_url"
-    assert set(KEYS.values()) == set(StackConfig.model_fields) - {"stack"}
+    assert set(KEYS.values()) == set(StackConfig.model_fields) - {"stack", "github_repo_source"}
     config = stack_config_from_mapping("s", {
         "rocm-bake:pytorchRocmArch": "gfx950;gfx942", "rocm-bake:push": "false", "rocm-bake:prebuildKernels": "2",
         "rocm-bake:buildArgs": '{"ROCM_IMAGE": "r.example/rocm:1"}', "rocm-bake:targets": "torch, vllm",
@@ -97,8 +97,8 @@ def test_keys_are_the_models_aliases_and_pulumi_strings_convert():
         ("buildArgs", "{", "rocm-bake:buildArgs: not a JSON object"),
         ("buildArgs", {"ROCM_IMAGE": 1}, "rocm-bake:buildArgs.ROCM_IMAGE: Input should be a valid string"),
         ("targets", "torch Torch", "rocm-bake:targets.1"),
-        ("dockerfileDir", "../elsewhere", "rocm-bake:dockerfileDir: '../elsewhere' escapes the repository"),
-        ("dockerfileDir", "/srv/dockerfiles", "rocm-bake:dockerfileDir: '/srv/dockerfiles' is absolute"),
+        ("dockerfileDir", "../elsewhere", "rocm-bake:dockerfileDir: '…' escapes the repository"),
+        ("dockerfileDir", "/srv/dockerfiles", "rocm-bake:dockerfileDir: '…' is absolute"),
         ("cacheArch", "gfx950 gfx1201", "rocm-bake:cacheArch"),
         ("gpuTest", "perhaps", "rocm-bake:gpuTest"),
     ],

@@ -201,11 +201,12 @@ def test_token_is_no_resource_input_and_not_in_the_pickled_provider(gh: FakeGitH
 
 def test_publish_true_without_token_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RocmBakeError, match="no GitHub token.*githubToken"):
-        declared({"rocm-bake:publish": "true"}, monkeypatch)
+        declared({"rocm-bake:publish": "true", "rocm-bake:githubRepo": "octo/rocm-bake"}, monkeypatch)
 
 
 def test_fat_build_publishes_its_own_release(monkeypatch: pytest.MonkeyPatch) -> None:
     resources, exports = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "t",
+                                   "rocm-bake:githubRepo": "octo/rocm-bake",
                                    "rocm-bake:pytorchRocmArch": "gfx950;gfx1201"}, monkeypatch, stack="fat")
     (release,) = [r for r in resources if r.name == "publish-gfx950-gfx1201-release"]
     assert release.inputs["tag"] == "wheels-gfx950-gfx1201-rocm10.1.0"

@@ -43,12 +43,12 @@ from pydantic import BaseModel, model_validator
 from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.http_waits import (
+    check_service_url,
     DEFAULT_TIMEOUT_S,
     describe,
     http_timeout,
     is_loopback,
     redact,
-    redact_url,
     retry_after_seconds,
 )
 from rocm_bake.retry import RetryPolicy, Retryable
@@ -78,16 +78,11 @@ class GitHubEndpoints(BaseModel):
     def _safe_urls(self) -> "GitHubEndpoints":
         """No credentials in a URL (they would be echoed in errors and logs: use GITHUB_TOKEN), and plain
         http only to loopback: the token travels with every API call and must never cross a network in clear."""
-        for field, url in (("api_url", self.api_url), ("uploads_url", self.uploads_url), ("web_url", self.web_url),
-                           ("pages_url", self.pages_url)):
-            parts = urlsplit(url.replace("{owner}", "owner").replace("{repo}", "repo"))
-            shown = redact_url(url)
-            if parts.scheme not in ("https", "http") or not parts.hostname:
-                raise ValueError(f"GitHub {field} {shown!r}: expected an https:// URL")
-            if parts.username or parts.password:
-                raise ValueError(f"GitHub {field} {shown!r}: credentials in a URL are refused; set GITHUB_TOKEN")
-            if parts.scheme == "http" and not is_loopback(parts.hostname):
-                raise ValueError(f"GitHub {field} {shown!r}: plain http is allowed only to loopback; use https")
+        for name in ("api_url", "uploads_url", "web_url", "pages_url"):
+            try:
+                check_service_url(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"GitHub {name}: {exc}") from None
         return self
 
     def download_base(self, repo: str, tag: str) -> str:
