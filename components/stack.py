@@ -17,6 +17,7 @@ from components.index_provider import WheelIndex
 from components.publish import declare_publish
 from components.wheels_provider import FetchedWheels
 from rocm_bake.checkout import local_defaults
+from rocm_bake.errors import RocmBakeError
 from rocm_bake.config import NAMESPACE, StackConfig, stack_config_from_mapping
 from rocm_bake.image_plan import image_specs
 from rocm_bake.manifests import Targets, load_fleet, load_targets
@@ -49,10 +50,18 @@ def read_config() -> StackConfig:
     ``.rocm-bake/checkout.json``, or what ``make`` exported for the run), so
     the tracked stack files never name a local port.
     """
+    from pulumi.runtime.config import get_config_secret_keys_env, is_config_secret
+
     stack = pulumi.get_stack()
+    given = given_config()
+    for key in SECRET_KEYS:
+        full = f"{NAMESPACE}:{key}"
+        if full in given and not (is_config_secret(full) or full in get_config_secret_keys_env()):
+            raise RocmBakeError(f"stack {stack} config: {full}: stored in plain text; set it with "
+                                f"`pulumi config set --secret {full} …` (and rotate it: it was readable)")
     values: dict[str, Any] = dict(local_defaults(Path(pulumi.get_root_directory() or ".")))
-    values.update({k: v for k, v in given_config().items() if k.partition(":")[2] not in SECRET_KEYS})
-    return stack_config_from_mapping(stack, values, f"stack {stack} config")
+    values.update({k: v for k, v in given.items() if k.partition(":")[2] not in SECRET_KEYS})
+    return stack_config_from_mapping(stack, values, "the stack config")
 
 
 def github_token() -> "pulumi.Output[str] | None":

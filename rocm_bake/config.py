@@ -64,6 +64,35 @@ def registry_host(value: str) -> str:
     return value
 
 
+#: System directories ``rocm-bake:dist`` may be neither nor lie under (the index writer deletes and replaces
+#: what it owns there), and top-level directories it may lie under but not be.
+SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+               "/sys", "/usr", "/var/lib", "/var/log", "/var/run")
+SHARED_TOPS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var")
+
+
+def dist_dir(value: str) -> str:
+    """``rocm-bake:dist``: a directory of its own, relative to the project or absolute, never ``/`` or a system one.
+
+    The rule: a relative path (the project's ``dist`` by default) is fine; an
+    absolute one may be neither ``/`` nor a shared top-level directory
+    (``/home``, ``/tmp``, ``/var`` …) itself, nor be or lie under a system
+    directory (``/etc``, ``/usr``, ``/var/lib`` …). ``rocm-bake`` writes
+    ``wheels/<arch>`` and ``index/<arch>`` there and replaces what it wrote.
+    """
+    if not value.strip() or "\x00" in value:
+        raise ValueError("expected a directory, e.g. dist or /srv/rocm-bake/dist")
+    if not value.startswith("/"):
+        return value
+    normal = os.path.normpath(value)
+    normal = "/" + normal.lstrip("/")  # '//x' is '/x'
+    if normal in SHARED_TOPS:
+        raise ValueError("is / or a shared top-level directory: give a directory of its own under it")
+    if any(normal == d or normal.startswith(d + "/") for d in SYSTEM_DIRS):
+        raise ValueError("is or lies under a system directory (" + ", ".join(SYSTEM_DIRS) + ")")
+    return value
+
+
 def _words(value: Any) -> Any:
     """``rocm-bake:targets`` from the Pulumi CLI is one string: ``"torch vllm"`` or ``"torch,vllm"``."""
     if isinstance(value, str):
@@ -107,12 +136,12 @@ class StackConfig(BaseModel):
     repository: str = Field(default="rocm-bake", pattern=r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
     #: buildx builder: docker-container, kubernetes or remote driver. Scale-out
     #: is BuildKit's: point this at a build farm, never at a queue of ours.
-    builder: str = Field(default="rocm-bake", min_length=1)
+    builder: str = Field(default="rocm-bake", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
     push: bool = True
     prebuild_kernels: int | None = None
     cache_arch: CacheScope | None = None
     targets: TargetNames | None = None
-    dist: str = Field(default="dist", min_length=1)
+    dist: Annotated[str, AfterValidator(dist_dir)] = "dist"
     publish: bool = False
     #: OWNER/NAME. No default: publishing needs it, or an ``origin`` remote on GitHub (``github_repo_source``).
     github_repo: str | None = Field(default=None, pattern=r"^[\w.-]+/[\w.-]+$")
@@ -125,7 +154,8 @@ class StackConfig(BaseModel):
     github_web_url: ServiceUrl = "https://github.com"
     github_pages_url: ServiceUrl = "https://{owner}.github.io/{repo}"
     github_token: str | None = None
-    gpu_host: str | None = None
+    #: A fleet node's name (manifests/fleet.yml), checked against the fleet when the config is read.
+    gpu_host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=255)
     gpu_test: bool = True
     #: Where the targets' Dockerfiles live (same file names as targets.yml):
     #: ``dockerfiles/demo`` holds stand-ins with the same stage graph, so the
@@ -273,7 +303,18 @@ def stack_config_from_mapping(stack: str, config: dict[str, Any], source: str) -
         config = StackConfig.model_validate(fields)
     except ValidationError as exc:
         raise RocmBakeError(f"{source} (stack {stack}): " + "; ".join(problem_lines(exc.errors(), key_name))) from None
+    if config.gpu_host is not None:
+        check_gpu_host(config.gpu_host, f"{source} (stack {stack})")
     return with_publish_target(config, source)
+
+
+def check_gpu_host(name: str, where: str) -> None:
+    """``rocm-bake:gpuHost`` names a node of the fleet (the name is not repeated: the key is)."""
+    from rocm_bake.manifests import load_fleet
+
+    known = [node.name for node in load_fleet().nodes]
+    if name not in known:
+        raise RocmBakeError(f"{where}: {NAMESPACE}:gpuHost: not a fleet node (known: {', '.join(known)})")
 
 
 def stack_file(stack: str, stacks_dir: Path | None = None) -> Path:
