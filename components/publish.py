@@ -38,7 +38,7 @@ from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResul
 from components.dynamic import unknown_or_replace
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import DEFAULT_ROCM_VERSION
-from rocm_bake.publish import GitHubClient, GitHubEndpoints
+from rocm_bake.publish import GitHubClient, GitHubEndpoints, github_endpoints
 from rocm_bake.publish import Publisher, commit_pages, ensure_release, git_blob_sha, pages_prefix, release_tag
 from rocm_bake.publish import release_text, remote_pages
 
@@ -46,15 +46,12 @@ from rocm_bake.publish import release_text, remote_pages
 REPLACE_KEYS = ("arch", "repo", "rocm_version", "api_url")
 INPUT_KEYS = ("arch", "dist", "repo", "rocm_version", "api_url", "uploads_url", "web_url", "pages_url",
               "depends_on_digest")
-DEFAULTS = GitHubEndpoints()
 TOKEN_KEY = "rocm-bake:githubToken"
 
 
 def _endpoints(props: dict[str, Any]) -> GitHubEndpoints:
-    return GitHubEndpoints(api_url=props.get("api_url") or DEFAULTS.api_url,
-                           uploads_url=props.get("uploads_url") or DEFAULTS.uploads_url,
-                           web_url=props.get("web_url") or DEFAULTS.web_url,
-                           pages_url=props.get("pages_url") or DEFAULTS.pages_url)
+    return github_endpoints(api_url=props.get("api_url") or None, uploads_url=props.get("uploads_url") or None,
+                            web_url=props.get("web_url") or None, pages_url=props.get("pages_url") or None)
 
 
 def _publisher(props: dict[str, Any], client: GitHubClient) -> Publisher:
@@ -71,10 +68,11 @@ class GitHubProvider(ResourceProvider):
     _token: str | None = None
 
     def configure(self, req: ConfigureRequest) -> None:
-        self._token = req.config.get(TOKEN_KEY) or os.environ.get("GITHUB_TOKEN")
+        self._token = req.config.get(TOKEN_KEY)
 
     def client(self, props: dict[str, Any]) -> GitHubClient:
-        token = self._token or os.environ.get("GITHUB_TOKEN")
+        """``GITHUB_TOKEN`` when set (a rotation made in the environment wins), else the config secret."""
+        token = os.environ.get("GITHUB_TOKEN") or self._token
         if not token:
             raise RocmBakeError(
                 f"publishing {props.get('arch')}: no GitHub token; set the secret {TOKEN_KEY} or GITHUB_TOKEN"
@@ -183,7 +181,7 @@ class PagesIndexProvider(GitHubProvider):
         with self.client(props) as client:
             publisher = _publisher(props, client)
             commit, files = commit_pages(client, publisher.arch, publisher.tag, publisher.desired)
-            return {**_inputs(props), "files": files, "commit": commit, "pages_url": publisher.pages_url}
+            return {**_inputs(props), "files": files, "commit": commit, "index_url": publisher.pages_url}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         outs = self._apply(props)
@@ -237,12 +235,15 @@ class ReleaseAssets(pulumi.dynamic.Resource):
 
 
 class PagesIndex(pulumi.dynamic.Resource):
+    """``pages_url`` is the input (``rocm-bake:githubPagesUrl``, ``{owner}``/``{repo}`` unfilled);
+    ``index_url`` the output: this index's folder on that site."""
+
     files: pulumi.Output[dict[str, str]]
     commit: pulumi.Output[str | None]
-    pages_url: pulumi.Output[str]
+    index_url: pulumi.Output[str]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(PagesIndexProvider(), name, {**props, "files": None, "commit": None, "pages_url": None}, opts)
+        super().__init__(PagesIndexProvider(), name, {**props, "files": None, "commit": None, "index_url": None}, opts)
 
 
 class PublishedIndex(pulumi.ComponentResource):
@@ -285,7 +286,7 @@ class PublishedIndex(pulumi.ComponentResource):
         self.pages = pages
         self.release_tag = release.tag
         self.asset_count = assets.asset_count
-        self.pages_url = pages.pages_url
+        self.pages_url = pages.index_url
         self.register_outputs({"release_tag": self.release_tag, "asset_count": self.asset_count,
                                "pages_url": self.pages_url})
 
@@ -312,4 +313,5 @@ def declare_publish(config: Any, token: "pulumi.Output[str] | None",
                                config.github_repo, config.rocm_version, config.github_api_url,
                                depends_on_digest=depends_on_digest, endpoints=endpoints)
     return {"release_tag": published.release_tag, "asset_count": published.asset_count,
-            "pages_url": published.pages_url}
+            "pages_url": published.pages_url,
+            "github_repo": f"{config.github_repo} ({config.github_repo_source or 'rocm-bake:githubRepo'})"}

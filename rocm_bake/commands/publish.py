@@ -39,18 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
     from rocm_bake import progress
-    from rocm_bake.errors import RocmBakeError
-    from rocm_bake.publish import GitHubEndpoints, publish
+    from rocm_bake.publish import github_endpoints, publish
 
-    try:
-        given = {"api_url": args.api_url, "uploads_url": args.uploads_url, "web_url": args.web_url,
-                 "pages_url": args.pages_url}
-        endpoints = GitHubEndpoints(**{k: v for k, v in given.items() if v is not None})
-    except ValidationError as exc:
-        raise RocmBakeError("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
+    endpoints = github_endpoints(api_url=args.api_url, uploads_url=args.uploads_url, web_url=args.web_url,
+                                 pages_url=args.pages_url)
     before = progress.is_quiet()  # restored after: tests call main() many times in one process
     progress.set_quiet(before or args.quiet or args.json)
     try:

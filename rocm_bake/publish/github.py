@@ -94,6 +94,23 @@ class GitHubEndpoints(BaseModel):
         return self.pages_url.format(owner=owner, repo=name).rstrip("/") + "/"
 
 
+def github_endpoints(**given: str | None) -> GitHubEndpoints:
+    """``GitHubEndpoints`` from the given URLs (None: the default), refused in one line that never shows one.
+
+    pydantic's own message would print ``input_value=`` (a URL with a token in
+    it); this names the field and the rule only.
+    """
+    from pydantic import ValidationError
+
+    from rocm_bake.problems import problem_lines
+
+    try:
+        return GitHubEndpoints(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        raise RocmBakeError("; ".join(problem_lines(exc.errors(), lambda loc: "GitHub endpoints",
+                                                    [v for v in given.values() if v]))) from None
+
+
 class Asset(BaseModel):
     id: int
     name: str
