@@ -29,6 +29,8 @@ and its plugin cannot be built from the Go modules this machine reaches.)
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +64,60 @@ def _inputs(props: dict[str, Any]) -> dict[str, Any]:
     return {k: props.get(k) for k in INPUT_KEYS}
 
 
+def _pulumi_cli() -> str | None:
+    """The engine that started this provider (its parent), else ``pulumi`` on PATH."""
+    try:
+        parent = os.readlink(f"/proc/{os.getppid()}/exe")
+        if Path(parent).name == "pulumi":
+            return parent
+    except OSError:
+        pass
+    return shutil.which("pulumi")
+
+
+def current_config_token(stack: str | None) -> str | None:
+    """The stack's ``rocm-bake:githubToken`` as its config holds it NOW, or None when it cannot be read.
+
+    ``refresh`` and ``destroy`` configure a dynamic provider from state, that
+    is with the token of the last ``up``: after a rotation that token is dead.
+    So the provider asks the engine for the stack's current config (the
+    provider runs in the project directory, with the engine's backend and
+    passphrase in its environment). The value is never logged.
+    """
+    cli = _pulumi_cli()
+    if not stack or cli is None:
+        return None
+    try:
+        result = subprocess.run([cli, "config", "get", TOKEN_KEY, "--stack", stack, "--non-interactive"],
+                                capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (result.stdout.strip() or None) if result.returncode == 0 else None
+
+
 class GitHubProvider(ResourceProvider):
-    """Reads the token at run time, never from resource inputs or the pickled provider."""
+    """Reads the token at run time, never from resource inputs or the pickled provider (only the stack name is)."""
 
     _token: str | None = None
+    _current: str | None = None
+    _looked: bool = False
+
+    def __init__(self, stack: str | None = None) -> None:
+        self.stack = stack
 
     def configure(self, req: ConfigureRequest) -> None:
         self._token = req.config.get(TOKEN_KEY)
 
+    def token(self) -> str | None:
+        """``GITHUB_TOKEN`` when set, else the stack's current config secret, else what the engine configured."""
+        if os.environ.get("GITHUB_TOKEN"):
+            return os.environ["GITHUB_TOKEN"]
+        if not self._looked:
+            self._current, self._looked = current_config_token(getattr(self, "stack", None)), True
+        return self._current or self._token
+
     def client(self, props: dict[str, Any]) -> GitHubClient:
-        """``GITHUB_TOKEN`` when set (a rotation made in the environment wins), else the config secret."""
-        token = os.environ.get("GITHUB_TOKEN") or self._token
+        token = self.token()
         if not token:
             raise RocmBakeError(
                 f"publishing {props.get('arch')}: no GitHub token; set the secret {TOKEN_KEY} or GITHUB_TOKEN"
@@ -219,7 +264,7 @@ class GitHubRelease(pulumi.dynamic.Resource):
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
         outs = {"release_id": None, "name": None, "body": None}
         tag = release_tag(props["arch"], props["rocm_version"])  # known at declaration: plan shows it
-        super().__init__(GitHubReleaseProvider(), name, {**props, "tag": tag, **outs}, opts)
+        super().__init__(GitHubReleaseProvider(pulumi.get_stack()), name, {**props, "tag": tag, **outs}, opts)
 
 
 class ReleaseAssets(pulumi.dynamic.Resource):
@@ -231,7 +276,7 @@ class ReleaseAssets(pulumi.dynamic.Resource):
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
         outs = {"tag": None, "release_id": None, "assets": None, "asset_count": None, "wheel_url": None}
-        super().__init__(ReleaseAssetsProvider(), name, {**props, **outs}, opts)
+        super().__init__(ReleaseAssetsProvider(pulumi.get_stack()), name, {**props, **outs}, opts)
 
 
 class PagesIndex(pulumi.dynamic.Resource):
@@ -243,7 +288,7 @@ class PagesIndex(pulumi.dynamic.Resource):
     index_url: pulumi.Output[str]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(PagesIndexProvider(), name, {**props, "files": None, "commit": None, "index_url": None}, opts)
+        super().__init__(PagesIndexProvider(pulumi.get_stack()), name, {**props, "files": None, "commit": None, "index_url": None}, opts)
 
 
 class PublishedIndex(pulumi.ComponentResource):
