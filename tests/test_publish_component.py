@@ -271,3 +271,20 @@ def test_github_repo_of_a_remote_url(url: str, repo: str | None) -> None:
     from rocm_bake.publish.origin import github_repo_of
 
     assert github_repo_of(url) == repo
+
+
+def test_publish_cli_has_no_default_repository(gh: FakeGitHub, dist: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from rocm_bake.cli import main
+    from rocm_bake.publish import origin
+
+    e = gh.endpoints()
+    argv = ["publish", "--arch", ARCH, "--dist", str(dist), "--dry-run", "--api-url", e.api_url,
+            "--uploads-url", e.uploads_url, "--web-url", e.web_url, "--pages-url", e.pages_url]
+    monkeypatch.setenv("GITHUB_TOKEN", gh.state.token)
+    monkeypatch.setattr(origin, "origin_github_repo", lambda *_: None)
+    assert main(argv) == 2
+    assert "--repo: required: this checkout's origin remote is not on GitHub" in capsys.readouterr().err
+    monkeypatch.setattr(origin, "origin_github_repo", lambda *_: gh.full_name)
+    assert main(argv) == 0
+    assert f"repository: {gh.full_name}, taken from the origin remote (set --repo" in capsys.readouterr().out

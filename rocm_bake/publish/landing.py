@@ -34,7 +34,6 @@ SUMMARY_NAME = "index.json"
 PAGES_ROOT = "data/wheels/"
 LANDING_PATH = PAGES_ROOT + "index.html"
 LISTING_PATH = PAGES_ROOT + SUMMARY_NAME
-DEFAULT_BASE_URL = "https://sbates130272.github.io/rocm-bake/data/wheels"
 #: Reads the local GPUs' gfx names from the KFD topology with nothing installed (CPU nodes report 0).
 KFD_ONE_LINER = (
     "awk '$1 == \"gfx_target_version\" && $2 > 0 { printf \"gfx%d%x%x\\n\", $2 / 10000, "
@@ -195,9 +194,8 @@ def install_lines(base_url: str, dir_name: str) -> tuple[str, str]:
 
 
 def which_index_line(base_url: str) -> str:
-    """``rocm-bake which-index``, pointed at this site when it is not the default one."""
-    base = base_url.rstrip("/")
-    return "rocm-bake which-index" + ("" if base == DEFAULT_BASE_URL else f" --index-base {base}")
+    """``rocm-bake which-index`` pointed at this site: always named (a reader's checkout may be another fork)."""
+    return f"rocm-bake which-index --index-base {base_url.rstrip('/')}"
 
 
 def _row(s: ListedIndex, base_url: str, date_label: str) -> str:

@@ -38,3 +38,31 @@ def origin_github_repo(repo_dir: Path = REPO_ROOT) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return github_repo_of(result.stdout) if result.returncode == 0 else None
+
+
+#: GitHub Pages for a project repository (``rocm-bake:githubPagesUrl``'s default).
+DEFAULT_PAGES_URL = "https://{owner}.github.io/{repo}"
+#: Where publishing puts the indexes on the Pages site.
+PAGES_WHEELS = "data/wheels"
+
+
+def pages_index_base(repo: str, pages_url: str = DEFAULT_PAGES_URL) -> str:
+    """The base every index folder hangs off on ``repo``'s Pages site: ``https://O.github.io/N/data/wheels``."""
+    owner, name = repo.split("/", 1)
+    return f"{pages_url.format(owner=owner, repo=name).rstrip('/')}/{PAGES_WHEELS}"
+
+
+def index_base(given: str | None, option: str) -> str:
+    """``given``, else the Pages site of the GitHub ``origin`` remote: the one place which-index and the landing
+    page take their default from (never a built-in site). None of either is an error naming ``option``."""
+    from rocm_bake.errors import RocmBakeError
+
+    if given:
+        return given
+    repo = origin_github_repo()
+    if repo is None:
+        raise RocmBakeError(
+            f"{option}: no default: this checkout's origin remote is not on GitHub, so there is no Pages site to "
+            f"assume; give {option} URL (e.g. https://OWNER.github.io/REPO/{PAGES_WHEELS})"
+        )
+    return pages_index_base(repo)
