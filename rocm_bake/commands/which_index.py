@@ -36,10 +36,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, rocminfo: Any = None) -> int:
     """Exit 0 when at least one install line was printed, 1 when none could be."""
     from rocm_bake.gpu.detect import run_rocminfo
+    from rocm_bake.errors import RocmBakeError
     from rocm_bake.gpu.which import render, run_which_index
     from rocm_bake.publish.origin import index_base
 
-    result = run_which_index(args.sysfs_root, index_base(args.index_base, "--index-base"), rocminfo or run_rocminfo)
+    try:
+        base, missing = index_base(args.index_base, "--index-base"), None
+    except RocmBakeError as exc:  # only an error once there is an install line to print
+        base, missing = "https://index.invalid", exc
+    result = run_which_index(args.sysfs_root, base, rocminfo or run_rocminfo)
+    if missing is not None and (any(c.install for c in result.choices) or result.install):
+        raise missing
     if args.json:
         print(json.dumps(result.model_dump(), indent=2))
     else:

@@ -57,7 +57,7 @@ def index_base(given: str | None, option: str) -> str:
     page take their default from (never a built-in site). None of either is an error naming ``option``."""
     from rocm_bake.errors import RocmBakeError
 
-    if given:
+    if given is not None:  # an empty one is checked (and refused) by the caller, never replaced
         return given
     repo = origin_github_repo()
     if repo is None:
