@@ -46,6 +46,7 @@ from rocm_bake.http_waits import (
     check_service_url,
     DEFAULT_TIMEOUT_S,
     describe,
+    hopeless,
     http_timeout,
     is_loopback,
     redact,
@@ -296,28 +297,42 @@ class GitHubClient:
                 )
             except httpx.TransportError as exc:
                 reason = describe(exc, self.timeout)
+                if hopeless(exc) is not None:  # DNS, refused, TLS: the same on every try
+                    raise GitHubHTTPError(f"{what}: {reason}", 0, []) from None
                 if not retry_5xx:
                     raise GitHubHTTPError(f"{what}: {reason}", 0, [],
                                           timed_out=isinstance(exc, httpx.TimeoutException)) from None
+                server_errors.clear()
                 raise Retryable(reason, timed_out=isinstance(exc, httpx.TimeoutException)) from None
             if response.status_code in ok:
                 return response
             limited = self._rate_limit(response)
             if limited is not None:
+                server_errors.clear()
                 raise limited
             if response.status_code >= 500 and retry_5xx:  # a 503 may say when to come back
                 after = retry_after_seconds(response.headers.get("retry-after"), now=self.clock())
+                server_errors.append(response.status_code)
                 raise Retryable(f"HTTP {response.status_code}", wait_s=after)
+            server_errors.clear()  # the last failure is what the final message explains
             raise self._http_error(what, response)
 
-        return self.retry.call(what, once, hint="GitHub may be degraded or rate limiting; try again later")
+        server_errors: list[int] = []
+        try:
+            return self.retry.call(what, once)
+        except GitHubHTTPError:
+            raise
+        except RocmBakeError as exc:
+            if server_errors:  # only GitHub's own 5xx is blamed on GitHub; DNS, TLS, refused are named as such
+                raise RocmBakeError(f"{exc}; GitHub may be degraded; try again later") from None
+            raise
 
     def _http_error(self, what: str, response: httpx.Response) -> GitHubHTTPError:
         message, codes = _error_codes(response)
         status = response.status_code
         if status == 401:
-            hint = ("GITHUB_TOKEN was rejected (bad or expired credentials)" if self._has_token
-                    else "no token was given; set GITHUB_TOKEN")
+            hint = ("the token was rejected (bad, expired or revoked: GITHUB_TOKEN or rocm-bake:githubToken)"
+                    if self._has_token else "no token was given; set GITHUB_TOKEN")
             text = f"{what}: 401 {message or 'Requires authentication'}: {hint}"
         elif status in (403, 404) and self._has_token and what.startswith(("GitHub POST", "GitHub PATCH",
                                                                              "GitHub DELETE")):
