@@ -102,3 +102,16 @@ def test_github_token_in_the_environment_wins(published: tuple[Project, FakeGitH
     assert failed.returncode != 0 and "401" in failed.stdout + failed.stderr
     project.ok("destroy", "--yes", "--skip-preview", extra={"GITHUB_TOKEN": "ghp_rotation_ENV_3"})
     assert gh.state.release_by_tag("wheels-gfx950-rocm10.1.0") is None
+
+
+def test_a_provider_error_is_one_line_naming_the_resource(published: tuple[Project, FakeGitHub]) -> None:
+    """A revoked token on refresh: each resource's error is one line with its name and the cause, no traceback."""
+    project, gh = published
+    gh.state.token = "ghp_rotation_REVOKED_ALL"  # neither the config's token nor any other is accepted now
+    failed = project.pulumi("refresh", "--yes", "--skip-preview")
+    output = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "Traceback" not in output, output
+    errors = [line.strip() for line in output.splitlines() if "401 Bad credentials" in line]
+    assert errors and all("the token was rejected" in line for line in errors), output
+    assert any("publish-gfx950-release" in line and "error: GitHub GET" in line for line in errors), output
+    assert "ghp_rotation_OLD_1" not in output
