@@ -105,8 +105,21 @@ def declare_wheel_pipeline(
     return exports
 
 
+def warn_of_a_dead_builder(config: StackConfig) -> None:
+    """On ``up``, name the builder and its socket when it is missing or dead (the build would only say
+    "context deadline exceeded"); a preview builds nothing and is not held up."""
+    if pulumi.runtime.is_dry_run():
+        return
+    from rocm_bake.builder_check import builder_problem
+
+    problem = builder_problem(config.builder)
+    if problem is not None:
+        pulumi.log.warn(f"rocm-bake:builder: {problem}: every image build will fail")
+
+
 def define_stack(config: StackConfig) -> dict[str, Any]:
     """Declare every resource of one stack and export what it produced."""
+    warn_of_a_dead_builder(config)
     targets = load_targets()
     images: dict[str, TargetImage] = {}
     for spec in image_specs(config, targets):
