@@ -26,3 +26,22 @@ def test_deleted_wheels_are_drift_not_a_crash(tmp_path: Path) -> None:
     assert refreshed["index_sha256"] is None  # refresh: the index no longer matches its inputs
     diff = provider.diff(created.id, refreshed, news)
     assert diff.changes is True and not diff.replaces
+
+
+def test_the_landing_page_links_only_https_or_loopback_http() -> None:
+    """B11d: a gh-pages index.json whose release_url is javascript: must not become an <a href>."""
+    from rocm_bake.publish.landing import ListedIndex, render_landing
+
+    def row(url: str) -> ListedIndex:
+        return ListedIndex(dir_name="gfx950", arches=["gfx950"], rocm_version="10.1.0", wheel_count=1,
+                           total_bytes=1, release_tag="wheels-gfx950-rocm10.1.0", release_url=url)
+
+    base = "https://octo.github.io/rocm-bake/data/wheels"
+    for bad in ("javascript:alert(1)", "JavaScript:alert(1)", " javascript:x", "data:text/html,x",
+                "http://evil.example/r", "//evil.example/r", "vbscript:x", "https://", "https://x.example/a\nb"):
+        page = render_landing([row(bad)], base).decode()
+        assert "<a href" not in page.split("<tbody>")[1], bad
+        assert "wheels-gfx950-rocm10.1.0" in page  # the tag is still shown, as text
+    for good in ("https://github.com/octo/rocm-bake/releases/tag/wheels-gfx950-rocm10.1.0",
+                 "http://127.0.0.1:8080/octo/rocm-bake/releases/tag/x"):
+        assert f'<a href="{good}">' in render_landing([row(good)], base).decode()

@@ -198,11 +198,33 @@ def which_index_line(base_url: str) -> str:
     return f"rocm-bake which-index --index-base {base_url.rstrip('/')}"
 
 
+def safe_link(url: str | None) -> str | None:
+    """``url`` if a page may link to it: https, or plain http to loopback; None otherwise.
+
+    A summary is read back from gh-pages, where anyone with push access can
+    write it: a ``javascript:`` or ``data:`` "release" link would run in every
+    reader's browser (B11d), and plain http off this host can be swapped.
+    """
+    from urllib.parse import urlsplit
+
+    from rocm_bake.http_waits import is_loopback
+
+    if not url or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return None
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return url
+    if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
+        return url
+    return None
+
+
 def _row(s: ListedIndex, base_url: str, date_label: str) -> str:
     esc = html.escape
     pip, uv = install_lines(base_url, s.dir_name)
-    release = (f'<a href="{esc(s.release_url)}">{esc(s.release_tag or "release")}</a>'
-               if s.release_url else esc(s.release_tag or "—"))
+    link = safe_link(s.release_url)
+    release = (f'<a href="{esc(link)}">{esc(s.release_tag or "release")}</a>'
+               if link else esc(s.release_tag or "—"))
     kind = "fat build: one set of wheels for all of these" if len(s.arches) > 1 else "one architecture"
     count = str(s.wheel_count) if s.wheel_count >= 0 else "not recorded"
     return (
