@@ -45,3 +45,26 @@ def test_the_landing_page_links_only_https_or_loopback_http() -> None:
     for good in ("https://github.com/octo/rocm-bake/releases/tag/wheels-gfx950-rocm10.1.0",
                  "http://127.0.0.1:8080/octo/rocm-bake/releases/tag/x"):
         assert f'<a href="{good}">' in render_landing([row(good)], base).decode()
+
+
+def test_wheels_are_copied_never_linked_into_an_index(tmp_path: Path) -> None:
+    """B12c: a symlinked (or hard-linked) input wheel is served as a copy: the bytes cannot change after hashing."""
+    import os
+
+    from rocm_bake.index.build import build_index
+
+    real = tmp_path / "elsewhere"
+    arch_wheel_set(real, "gfx950", ["torch", "nixl"])
+    wheels = tmp_path / "dist" / "wheels" / "gfx950"
+    wheels.mkdir(parents=True)
+    names = sorted(p.name for p in real.glob("*.whl"))
+    os.symlink(real / names[0], wheels / names[0])  # a symlink
+    os.link(real / names[1], wheels / names[1])  # a hard link
+    build_index("gfx950", wheels, tmp_path / "dist")
+    files = tmp_path / "dist" / "index" / "gfx950" / "files"
+    for name in names:
+        served = files / name
+        assert not served.is_symlink() and os.stat(served).st_nlink == 1, name
+        assert served.read_bytes() == (real / name).read_bytes()
+    (real / names[1]).write_bytes(b"changed after the index was built")  # in place: a link would follow
+    assert (files / names[1]).read_bytes() != b"changed after the index was built"
