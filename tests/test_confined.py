@@ -68,3 +68,31 @@ def test_wheels_are_copied_never_linked_into_an_index(tmp_path: Path) -> None:
         assert served.read_bytes() == (real / name).read_bytes()
     (real / names[1]).write_bytes(b"changed after the index was built")  # in place: a link would follow
     assert (files / names[1]).read_bytes() != b"changed after the index was built"
+
+
+def test_record_hashes_are_checked_at_index_build(tmp_path: Path) -> None:
+    """B12g: a member changed after the wheel was built (its RECORD hash no longer matches) is refused."""
+    import zipfile
+
+    import pytest
+
+    from rocm_bake.errors import RocmBakeError
+    from rocm_bake.index.build import build_index
+
+    wheels = tmp_path / "dist" / "wheels" / "gfx950"
+    arch_wheel_set(wheels, "gfx950", ["nixl"])
+    (good,) = wheels.glob("nixl-*.whl")
+    with zipfile.ZipFile(good) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    victim = next(n for n in members if n.startswith("nixl/") and n.endswith(".py"))
+    bad = wheels / good.name
+    with zipfile.ZipFile(bad, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data + b"# altered\n" if name == victim else data)
+    with pytest.raises(RocmBakeError, match=rf"rule record: {victim} does not match its sha256"):
+        build_index("gfx950", wheels, tmp_path / "dist")
+    with zipfile.ZipFile(bad, "w") as zf:  # an extra member RECORD never listed
+        for name, data in {**members, "nixl/extra.py": b"X = 1\n"}.items():
+            zf.writestr(name, data)
+    with pytest.raises(RocmBakeError, match="rule record: nixl/extra.py is not listed"):
+        build_index("gfx950", wheels, tmp_path / "dist")
