@@ -7,6 +7,7 @@ from pathlib import Path
 
 from components.index_provider import WheelIndexProvider
 from tests.index_fixtures import arch_wheel_set
+from tests.registry_fixtures import registry  # noqa: F401 - fixture
 
 
 def index_props(dist: Path, arch: str = "gfx950") -> dict:
@@ -96,3 +97,24 @@ def test_record_hashes_are_checked_at_index_build(tmp_path: Path) -> None:
             zf.writestr(name, data)
     with pytest.raises(RocmBakeError, match="rule record: nixl/extra.py is not listed"):
         build_index("gfx950", wheels, tmp_path / "dist")
+
+
+def test_fetched_directories_follow_the_umask(registry, tmp_path: Path) -> None:  # noqa: F811 - fixture
+    """D7: DIST/wheels/<arch> was created 0700 (mkdtemp) under umask 022; a web server as another user could not read."""
+    import os
+    import stat
+
+    from rocm_bake.registry.extract import fetch_wheels
+    from tests.registry_fixtures import Entry, Layer, push_image, wheel
+
+    name = wheel("a")
+    pushed = push_image(registry.address, "rocm-bake/torch", "gfx950-rocm10.1.0",
+                        [Layer([Entry("wheels", kind="dir"), Entry(f"wheels/{name}", b"A")])])
+    old = os.umask(0o022)
+    try:
+        fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path / "dist")
+    finally:
+        os.umask(old)
+    out = tmp_path / "dist" / "wheels" / "gfx950"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    assert stat.S_IMODE((out / name).stat().st_mode) & 0o044 == 0o044  # group and others may read
