@@ -118,3 +118,42 @@ def test_fetched_directories_follow_the_umask(registry, tmp_path: Path) -> None:
     out = tmp_path / "dist" / "wheels" / "gfx950"
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
     assert stat.S_IMODE((out / name).stat().st_mode) & 0o044 == 0o044  # group and others may read
+
+
+def kfd_node(root: Path, n: int, text: str | None) -> Path:
+    node = root / "sys/class/kfd/kfd/topology/nodes" / str(n)
+    node.mkdir(parents=True)
+    if text is not None:
+        (node / "properties").write_text(text)
+    return node
+
+
+def test_which_index_names_every_node_it_cannot_read(tmp_path: Path) -> None:
+    """C9: a malformed GPU node was dropped silently (and the host looked like it had fewer arches)."""
+    import pytest
+
+    from rocm_bake.errors import RocmBakeError
+    from rocm_bake.gpu.detect import detect_gpus
+
+    kfd_node(tmp_path, 0, "cpu_cores_count 8\ngfx_target_version 0\n")
+    kfd_node(tmp_path, 1, "gfx_target_version 90500\n")
+    no_props = kfd_node(tmp_path, 2, None)
+    no_version = kfd_node(tmp_path, 3, "simd_count 256\n")
+    with pytest.raises(RocmBakeError) as caught:
+        detect_gpus(tmp_path, lambda: None)
+    message = str(caught.value)
+    assert message.startswith("cannot read 2 KFD node(s)")
+    assert f"{no_props / 'properties'}: missing" in message
+    assert f"{no_version / 'properties'}: no gfx_target_version line" in message
+
+
+def test_which_index_refuses_a_node_with_two_target_versions(tmp_path: Path) -> None:
+    """C10: the last of two gfx_target_version lines used to win silently."""
+    import pytest
+
+    from rocm_bake.errors import RocmBakeError
+    from rocm_bake.gpu.detect import detect_gpus
+
+    node = kfd_node(tmp_path, 1, "gfx_target_version 90500\ngfx_target_version 120001\n")
+    with pytest.raises(RocmBakeError, match=rf"{node / 'properties'}: gfx_target_version appears 2 times"):
+        detect_gpus(tmp_path, lambda: None)
