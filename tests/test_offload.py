@@ -545,3 +545,22 @@ def test_big_member_scan_shows_progress_and_json_silences_it(
     finally:
         progress.set_stream(None)
     capsys.readouterr()
+
+
+def test_bundle_like_data_hiding_the_name_table_is_read_again(tmp_path: Path) -> None:
+    """B10i: the decoy's claimed extent covers .shstrtab, so the first pass cannot name the sections."""
+    decoy = bytearray(bundle(hip_ids("gfx1201")))
+    device_entry = 32 + 24 + len(hip_ids("gfx1201")[0])
+    device_offset = struct.unpack_from("<Q", decoy, device_entry)[0]
+    probe = shared_object(tmp_path / "p", "_C", bundle(hip_ids("gfx950")), {".decoy": bytes(decoy)})
+    offsets = section_offsets(probe)
+    strtab_start, strtab_size = offsets[".shstrtab"]
+    size = probe.stat().st_size
+    claimed = strtab_start + strtab_size + 8 - (offsets[".decoy"][0] + device_offset)
+    struct.pack_into("<Q", decoy, device_entry + 8, claimed)
+    so = shared_object(tmp_path / "b", "_C", bundle(hip_ids("gfx950")), {".decoy": bytes(decoy)})
+    assert section_offsets(so) == offsets and so.stat().st_size == size
+    assert offsets[".decoy"][0] + device_offset + claimed <= size  # a plausible extent, inside the file
+    streamed = make_wheel(tmp_path / "d", "torch", "1.0", {"torch/_C.so": so.read_bytes()})
+    report = wheel_targets(streamed)
+    assert report.targets == ["gfx950"] and not report.unknown, report
