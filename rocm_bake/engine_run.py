@@ -61,13 +61,16 @@ def first_cause(output: str) -> str | None:
 
 
 def configured_builder(stack: str | None) -> str | None:
-    """``rocm-bake:builder`` of ``stack`` as its stack file says (None when it cannot be read)."""
+    """The builder ``stack`` runs on: its stack file's ``rocm-bake:builder``, else this checkout's (what make
+    exported), else the built-in default, as the program resolves it (None when the stack file cannot be read)."""
     if not stack:
         return None
     try:
-        from rocm_bake.config import load_stack_config
+        from rocm_bake.checkout import local_defaults
+        from rocm_bake.config import STACKS_DIR, read_stack_file
 
-        return load_stack_config(stack).builder
+        named = read_stack_file(stack).get("rocm-bake:builder")
+        return str(named or local_defaults(STACKS_DIR.parent).get("rocm-bake:builder") or "rocm-bake")
     except Exception:  # noqa: BLE001 - a summary must never fail on the stack file: the engine said what it said
         return None
 

@@ -79,3 +79,12 @@ def test_a_dead_builder_is_named_in_the_last_line(tmp_path: Path) -> None:
     assert "Traceback" not in last and result.stdout in log.read_text()  # the log holds everything shown
     # the program itself named the builder too (a warning on `up`, for a `pulumi up` run by hand)
     assert f"rocm-bake:builder: buildx builder '{builder}'" in result.stdout
+
+
+def test_make_up_names_the_builder_the_program_would_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--stack``: the stack file's builder, else this checkout's (what make exported), like the program."""
+    from rocm_bake.engine_run import configured_builder
+
+    monkeypatch.setenv("ROCM_BAKE_BUILDER", "rocm-bake-checkout-1")
+    assert configured_builder("gfx950") == "rocm-bake-checkout-1"
+    assert configured_builder("no-such-stack") is None and configured_builder(None) is None
