@@ -39,7 +39,28 @@ HEADER = re.compile(r"^\s*(?P<type>[\w.-]+:[\w.-]*:[\w.-]+)\s+\((?P<name>[^)]+)\
 
 
 def first_cause(output: str) -> str | None:
-    """The first error that is a cause, as ``<resource>: <message>`` when a resource is named; None if none."""
+    """The first error that is a cause, as ``<resource>: <message>`` when a resource is named; else the
+    engine's own first error line (when every error is its wrap-up); None when it printed none."""
+    return _first_error(output, skip_noise=True) or policy_violation(output) or _first_error(output, skip_noise=False)
+
+
+#: A mandatory policy's line under ``Policies:``: ``- [mandatory]  NAME  (TYPE: RESOURCE)``; the line after its
+#: description says what broke it.
+VIOLATION = re.compile(r"^\s*- \[mandatory\]\s+(?P<policy>\S+)\s+\((?P<type>\S+): (?P<name>[^)]+)\)\s*$")
+
+
+def policy_violation(output: str) -> str | None:
+    """The first mandatory policy violation (the engine prints no ``error:`` line for one)."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        match = VIOLATION.match(line)
+        if match:
+            detail = lines[i + 2].strip() if i + 2 < len(lines) else ""
+            return f"{match['name']}: policy {match['policy']}: {detail or 'violated'}"
+    return None
+
+
+def _first_error(output: str, skip_noise: bool) -> str | None:
     resource = None
     for line in output.splitlines():
         header = HEADER.match(line)
@@ -53,7 +74,7 @@ def first_cause(output: str) -> str | None:
             name, msg = resource, line.split("error: ", 1)[1].strip()
         else:
             continue
-        if NOISE.search(msg):
+        if not msg or (skip_noise and NOISE.search(msg)):
             continue
         stack_resource = name is None or name.startswith("rocm-bake-")  # the stack itself names no resource
         return msg if stack_resource else f"{name}: {msg}"

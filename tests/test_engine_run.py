@@ -88,3 +88,25 @@ def test_make_up_names_the_builder_the_program_would_use(monkeypatch: pytest.Mon
     monkeypatch.setenv("ROCM_BAKE_BUILDER", "rocm-bake-checkout-1")
     assert configured_builder("gfx950") == "rocm-bake-checkout-1"
     assert configured_builder("no-such-stack") is None and configured_builder(None) is None
+
+
+def test_when_every_error_is_the_engines_wrap_up_that_is_what_is_shown() -> None:
+    only_noise = ("  pulumi:pulumi:Stack (rocm-bake-demo-gfx950):\n    error: an unhandled error occurred: Program exited "
+                  "with non-zero exit code: 1\n    KeyboardInterrupt\n")
+    assert first_cause(only_noise) == "an unhandled error occurred: Program exited with non-zero exit code: 1"
+
+
+def test_a_mandatory_policy_violation_is_the_cause() -> None:
+    """The engine prints no error line for a pack's mandatory violation: the summary names the policy."""
+    output = """\
+Policies:
+    ❌ rocm-bake-arch-rules@v0.1.0 (local: /x/policy)
+        - [mandatory]  per-arch-cache-refs  (docker-build:index:Image: pytorch-base-gfx950)
+          Each arch's registry layer cache is its own (cache:<target>-<CACHE_ARCH>).
+          pytorch-base-gfx950 cacheFrom 'a' is not 'b'
+Diagnostics:
+  pulumi:pulumi:Stack (rocm-bake-demo-gfx950):
+    error: an unhandled error occurred: Program exited with non-zero exit code: 1
+"""
+    assert first_cause(output) == ("pytorch-base-gfx950: policy per-arch-cache-refs: "
+                                   "pytorch-base-gfx950 cacheFrom 'a' is not 'b'")
