@@ -124,7 +124,7 @@ include mk/pulumi.mk
 # A real stack: real ROCm bases from stack config, the local registry and
 # builder unless the stack names others.
 up: setup registry builder stack-$(ARCH) ## pulumi up of stack ARCH on real ROCm bases (make up ARCH=gfx1151)
-	$(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/up-$(ARCH).log --stack $(ARCH) -- $(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 
 preview: setup stack-$(ARCH) ## pulumi preview of stack ARCH: the dry run
 	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
@@ -155,7 +155,8 @@ REGISTRY ?= 127.0.0.1:$(REGISTRY_PORT)
 WHEEL_TARGETS ?= triton-wheel torch torchvision amd_aiter vllm
 DIST ?= dist
 INDEX_ARCHES = $(or $(ARCHES),$(ARCH))
-GITHUB_REPO ?= sbates130272/rocm-bake
+# No default target: empty means the origin remote when it is on GitHub (rocm-bake publish says so).
+GITHUB_REPO ?=
 
 wheel-index: setup ## fetch each arch's wheels from the registry by arch tag and build its index in dist/
 	set -e; $(TRUST_REGISTRY) for a in $(INDEX_ARCHES); do \
@@ -168,10 +169,10 @@ wheel-index-check: setup ## install each index in dist/ into throwaway venvs (pi
 
 # Publishing is a separate decision: it publishes what wheel-index fetched.
 wheels-publish-dry: setup ## what publishing ARCH would do; changes nothing
-	$(BIN)/rocm-bake publish --arch $(ARCH) --dist $(DIST) --repo $(GITHUB_REPO) --rocm-version $(ROCM_VERSION) --dry-run
+	$(BIN)/rocm-bake publish --arch $(ARCH) --dist $(DIST) $(if $(GITHUB_REPO),--repo $(GITHUB_REPO)) --rocm-version $(ROCM_VERSION) --dry-run
 
 wheels-publish: setup ## publish ARCH's index: a GitHub release and gh-pages (GITHUB_TOKEN)
-	$(BIN)/rocm-bake publish --arch $(ARCH) --dist $(DIST) --repo $(GITHUB_REPO) --rocm-version $(ROCM_VERSION)
+	$(BIN)/rocm-bake publish --arch $(ARCH) --dist $(DIST) $(if $(GITHUB_REPO),--repo $(GITHUB_REPO)) --rocm-version $(ROCM_VERSION)
 
 gpu-test: setup ## run IMAGE's GPU test for ARCH on a fleet node over ssh
 	$(BIN)/rocm-bake gpu-test --arch $(ARCH) --image $(IMAGE)

@@ -1,5 +1,15 @@
-"""rocm-bake Pulumi program: one stack per GPU architecture (stacks/Pulumi.<arch>.yaml)."""
+"""rocm-bake Pulumi program: one stack per GPU architecture (stacks/Pulumi.<arch>.yaml).
+
+Bad config or a refused declaration ends the program as ``pulumi.RunError``:
+the engine prints its one line (which key, which rule) and no traceback.
+"""
+
+import pulumi
 
 from components.stack import define_stack, read_config
+from rocm_bake.errors import RocmBakeError
 
-define_stack(read_config())
+try:
+    define_stack(read_config())
+except RocmBakeError as exc:
+    raise pulumi.RunError(" ".join(str(exc).split())) from None

@@ -85,3 +85,35 @@ def unknown_or_replace(olds: dict[str, Any], news: dict[str, Any], input_keys: I
     if replaces:
         return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
     return None
+
+
+class _OneLineErrors:
+    """Stands in for ``traceback`` inside Pulumi's dynamic-provider host (``python -m pulumi.dynamic``).
+
+    The host answers every exception of a provider method with
+    ``traceback.format_exc()``, so a refused input or a GitHub 401 reached the
+    user as a Python traceback. Our own errors (``RocmBakeError``: the message
+    already names the cause) become that one line, and the engine puts the
+    resource's name in front of it; anything else (a bug) keeps its traceback.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(traceback, name)
+
+    @staticmethod
+    def format_exc(*args: Any, **kwargs: Any) -> str:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, RocmBakeError):
+            return " ".join(str(exc).split())
+        return traceback.format_exc(*args, **kwargs)
+
+
+def one_line_provider_errors() -> None:
+    """Install ``_OneLineErrors`` when this process is the dynamic-provider host (never in the program or tests)."""
+    host = sys.modules.get("__main__")
+    spec = getattr(host, "__spec__", None)
+    if spec is not None and spec.name == "pulumi.dynamic.__main__" and getattr(host, "traceback", None) is traceback:
+        host.traceback = _OneLineErrors()  # type: ignore[union-attr]
+
+
+one_line_provider_errors()

@@ -73,6 +73,9 @@ class WheelIndexProvider(ResourceProvider):
         early = unknown_or_replace(olds, news, INPUT_KEYS, REPLACE_KEYS)
         if early is not None:
             return early
+        if not Path(news["wheels_dir"]).is_dir():
+            # deleted behind our back (A5a): drift, which the fetch before this index repairs on `up`
+            return DiffResult(changes=True)
         plan = plan_index(  # a bad wheel fails the preview here, with the build's own error
             news["arch"], Path(news["wheels_dir"]), Path(news["dist"]), news.get("wheel_url"),
             news.get("rocm_version") or DEFAULT_ROCM_VERSION,

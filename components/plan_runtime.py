@@ -94,7 +94,9 @@ def declare_under_mocks(
     pulumi.runtime.settings.SETTINGS.root_directory = str(STACKS_DIR.parent)
     if raw_config is not None:
         # as the engine passes config: strings, structured values (buildArgs) as JSON
-        pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in raw_config.items()})
+        # a stack file holds the token as `secure:` and the engine marks it secret: so do the mocks
+        pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in raw_config.items()},
+                                      secret_keys=[k for k in raw_config if k == "rocm-bake:githubToken"])
     exports: dict[str, Any] = {}
 
     def program() -> pulumi.Output:

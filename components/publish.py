@@ -29,6 +29,8 @@ and its plugin cannot be built from the Go modules this machine reaches.)
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResul
 from components.dynamic import unknown_or_replace
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import DEFAULT_ROCM_VERSION
-from rocm_bake.publish import GitHubClient, GitHubEndpoints
+from rocm_bake.publish import GitHubClient, GitHubEndpoints, github_endpoints
 from rocm_bake.publish import Publisher, commit_pages, ensure_release, git_blob_sha, pages_prefix, release_tag
 from rocm_bake.publish import release_text, remote_pages
 
@@ -46,15 +48,12 @@ from rocm_bake.publish import release_text, remote_pages
 REPLACE_KEYS = ("arch", "repo", "rocm_version", "api_url")
 INPUT_KEYS = ("arch", "dist", "repo", "rocm_version", "api_url", "uploads_url", "web_url", "pages_url",
               "depends_on_digest")
-DEFAULTS = GitHubEndpoints()
 TOKEN_KEY = "rocm-bake:githubToken"
 
 
 def _endpoints(props: dict[str, Any]) -> GitHubEndpoints:
-    return GitHubEndpoints(api_url=props.get("api_url") or DEFAULTS.api_url,
-                           uploads_url=props.get("uploads_url") or DEFAULTS.uploads_url,
-                           web_url=props.get("web_url") or DEFAULTS.web_url,
-                           pages_url=props.get("pages_url") or DEFAULTS.pages_url)
+    return github_endpoints(api_url=props.get("api_url") or None, uploads_url=props.get("uploads_url") or None,
+                            web_url=props.get("web_url") or None, pages_url=props.get("pages_url") or None)
 
 
 def _publisher(props: dict[str, Any], client: GitHubClient) -> Publisher:
@@ -65,16 +64,60 @@ def _inputs(props: dict[str, Any]) -> dict[str, Any]:
     return {k: props.get(k) for k in INPUT_KEYS}
 
 
+def _pulumi_cli() -> str | None:
+    """The engine that started this provider (its parent), else ``pulumi`` on PATH."""
+    try:
+        parent = os.readlink(f"/proc/{os.getppid()}/exe")
+        if Path(parent).name == "pulumi":
+            return parent
+    except OSError:
+        pass
+    return shutil.which("pulumi")
+
+
+def current_config_token(stack: str | None) -> str | None:
+    """The stack's ``rocm-bake:githubToken`` as its config holds it NOW, or None when it cannot be read.
+
+    ``refresh`` and ``destroy`` configure a dynamic provider from state, that
+    is with the token of the last ``up``: after a rotation that token is dead.
+    So the provider asks the engine for the stack's current config (the
+    provider runs in the project directory, with the engine's backend and
+    passphrase in its environment). The value is never logged.
+    """
+    cli = _pulumi_cli()
+    if not stack or cli is None:
+        return None
+    try:
+        result = subprocess.run([cli, "config", "get", TOKEN_KEY, "--stack", stack, "--non-interactive"],
+                                capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (result.stdout.strip() or None) if result.returncode == 0 else None
+
+
 class GitHubProvider(ResourceProvider):
-    """Reads the token at run time, never from resource inputs or the pickled provider."""
+    """Reads the token at run time, never from resource inputs or the pickled provider (only the stack name is)."""
 
     _token: str | None = None
+    _current: str | None = None
+    _looked: bool = False
+
+    def __init__(self, stack: str | None = None) -> None:
+        self.stack = stack
 
     def configure(self, req: ConfigureRequest) -> None:
-        self._token = req.config.get(TOKEN_KEY) or os.environ.get("GITHUB_TOKEN")
+        self._token = req.config.get(TOKEN_KEY)
+
+    def token(self) -> str | None:
+        """``GITHUB_TOKEN`` when set, else the stack's current config secret, else what the engine configured."""
+        if os.environ.get("GITHUB_TOKEN"):
+            return os.environ["GITHUB_TOKEN"]
+        if not self._looked:
+            self._current, self._looked = current_config_token(getattr(self, "stack", None)), True
+        return self._current or self._token
 
     def client(self, props: dict[str, Any]) -> GitHubClient:
-        token = self._token or os.environ.get("GITHUB_TOKEN")
+        token = self.token()
         if not token:
             raise RocmBakeError(
                 f"publishing {props.get('arch')}: no GitHub token; set the secret {TOKEN_KEY} or GITHUB_TOKEN"
@@ -183,7 +226,7 @@ class PagesIndexProvider(GitHubProvider):
         with self.client(props) as client:
             publisher = _publisher(props, client)
             commit, files = commit_pages(client, publisher.arch, publisher.tag, publisher.desired)
-            return {**_inputs(props), "files": files, "commit": commit, "pages_url": publisher.pages_url}
+            return {**_inputs(props), "files": files, "commit": commit, "index_url": publisher.pages_url}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         outs = self._apply(props)
@@ -221,7 +264,7 @@ class GitHubRelease(pulumi.dynamic.Resource):
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
         outs = {"release_id": None, "name": None, "body": None}
         tag = release_tag(props["arch"], props["rocm_version"])  # known at declaration: plan shows it
-        super().__init__(GitHubReleaseProvider(), name, {**props, "tag": tag, **outs}, opts)
+        super().__init__(GitHubReleaseProvider(pulumi.get_stack()), name, {**props, "tag": tag, **outs}, opts)
 
 
 class ReleaseAssets(pulumi.dynamic.Resource):
@@ -233,16 +276,19 @@ class ReleaseAssets(pulumi.dynamic.Resource):
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
         outs = {"tag": None, "release_id": None, "assets": None, "asset_count": None, "wheel_url": None}
-        super().__init__(ReleaseAssetsProvider(), name, {**props, **outs}, opts)
+        super().__init__(ReleaseAssetsProvider(pulumi.get_stack()), name, {**props, **outs}, opts)
 
 
 class PagesIndex(pulumi.dynamic.Resource):
+    """``pages_url`` is the input (``rocm-bake:githubPagesUrl``, ``{owner}``/``{repo}`` unfilled);
+    ``index_url`` the output: this index's folder on that site."""
+
     files: pulumi.Output[dict[str, str]]
     commit: pulumi.Output[str | None]
-    pages_url: pulumi.Output[str]
+    index_url: pulumi.Output[str]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(PagesIndexProvider(), name, {**props, "files": None, "commit": None, "pages_url": None}, opts)
+        super().__init__(PagesIndexProvider(pulumi.get_stack()), name, {**props, "files": None, "commit": None, "index_url": None}, opts)
 
 
 class PublishedIndex(pulumi.ComponentResource):
@@ -285,7 +331,7 @@ class PublishedIndex(pulumi.ComponentResource):
         self.pages = pages
         self.release_tag = release.tag
         self.asset_count = assets.asset_count
-        self.pages_url = pages.pages_url
+        self.pages_url = pages.index_url
         self.register_outputs({"release_tag": self.release_tag, "asset_count": self.asset_count,
                                "pages_url": self.pages_url})
 
@@ -312,4 +358,5 @@ def declare_publish(config: Any, token: "pulumi.Output[str] | None",
                                config.github_repo, config.rocm_version, config.github_api_url,
                                depends_on_digest=depends_on_digest, endpoints=endpoints)
     return {"release_tag": published.release_tag, "asset_count": published.asset_count,
-            "pages_url": published.pages_url}
+            "pages_url": published.pages_url,
+            "github_repo": f"{config.github_repo} ({config.github_repo_source or 'rocm-bake:githubRepo'})"}

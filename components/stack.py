@@ -6,7 +6,6 @@ whose arches are already checked; the components below take it as it is.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,26 @@ from components.index_provider import WheelIndex
 from components.publish import declare_publish
 from components.wheels_provider import FetchedWheels
 from rocm_bake.checkout import local_defaults
-from rocm_bake.config import KEYS, StackConfig, stack_config_from_mapping
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.config import NAMESPACE, StackConfig, stack_config_from_mapping
 from rocm_bake.image_plan import image_specs
 from rocm_bake.manifests import Targets, load_fleet, load_targets
 
-#: Keys read as structured values (a YAML mapping in the stack file) rather than strings.
-OBJECT_KEYS = frozenset({"buildArgs"})
-#: Keys read with ``get_secret``: never a plain value in the program.
+#: Read with ``get_secret`` (``github_token``): never a plain value in the program.
 SECRET_KEYS = frozenset({"githubToken"})
+
+
+def given_config() -> dict[str, Any]:
+    """Every ``rocm-bake:*`` key the engine passed, known or not, so a misspelt key is refused, not ignored.
+
+    The engine hands the program its config as ``PULUMI_CONFIG`` (the mocks
+    of ``rocm-bake plan`` set it in the runtime instead); structured values
+    (``buildArgs``) arrive as JSON text, which the model reads as JSON.
+    """
+    from pulumi.runtime.config import CONFIG, get_config_env
+
+    given = {**get_config_env(), **CONFIG.get()}
+    return {k: v for k, v in given.items() if isinstance(k, str) and k.startswith(f"{NAMESPACE}:")}
 
 
 def read_config() -> StackConfig:
@@ -39,16 +50,18 @@ def read_config() -> StackConfig:
     ``.rocm-bake/checkout.json``, or what ``make`` exported for the run), so
     the tracked stack files never name a local port.
     """
+    from pulumi.runtime.config import get_config_secret_keys_env, is_config_secret
+
     stack = pulumi.get_stack()
-    raw = pulumi.Config("rocm-bake")
+    given = given_config()
+    for key in SECRET_KEYS:
+        full = f"{NAMESPACE}:{key}"
+        if full in given and not (is_config_secret(full) or full in get_config_secret_keys_env()):
+            raise RocmBakeError(f"stack {stack} config: {full}: stored in plain text; set it with "
+                                f"`pulumi config set --secret {full} …` (and rotate it: it was readable)")
     values: dict[str, Any] = dict(local_defaults(Path(pulumi.get_root_directory() or ".")))
-    for key in KEYS:
-        if key in SECRET_KEYS:
-            continue
-        value = raw.get_object(key) if key in OBJECT_KEYS else raw.get(key)
-        if value is not None:
-            values[f"rocm-bake:{key}"] = json.dumps(value) if key in OBJECT_KEYS else value
-    return stack_config_from_mapping(stack, values, f"stack {stack} config")
+    values.update({k: v for k, v in given.items() if k.partition(":")[2] not in SECRET_KEYS})
+    return stack_config_from_mapping(stack, values, "the stack config")
 
 
 def github_token() -> "pulumi.Output[str] | None":
@@ -92,8 +105,21 @@ def declare_wheel_pipeline(
     return exports
 
 
+def warn_of_a_dead_builder(config: StackConfig) -> None:
+    """On ``up``, name the builder and its socket when it is missing or dead (the build would only say
+    "context deadline exceeded"); a preview builds nothing and is not held up."""
+    if pulumi.runtime.is_dry_run():
+        return
+    from rocm_bake.builder_check import builder_problem
+
+    problem = builder_problem(config.builder)
+    if problem is not None:
+        pulumi.log.warn(f"rocm-bake:builder: {problem}: every image build will fail")
+
+
 def define_stack(config: StackConfig) -> dict[str, Any]:
     """Declare every resource of one stack and export what it produced."""
+    warn_of_a_dead_builder(config)
     targets = load_targets()
     images: dict[str, TargetImage] = {}
     for spec in image_specs(config, targets):

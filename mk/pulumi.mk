@@ -14,6 +14,9 @@
 # `make demo`, `make preview` and `make demo-destroy` use the team's bucket.
 STATE_DIR ?= $(CURDIR)/.rocm-bake
 PULUMI_RUN = $(CURDIR)/.tools/bin/pulumi
+# Streams the engine's output, keeps all of it in a log, and ends a failure with one line: the first real
+# cause and the log's path (naming the builder and its socket when it is the builder that is dead).
+ENGINE_RUN = $(BIN)/python -m rocm_bake.engine_run
 DEMO_ARCH ?= gfx950
 DEMO_STACK = demo-$(DEMO_ARCH)
 DEMO_PORT ?= 8081
@@ -40,7 +43,7 @@ demo-base: setup registry builder ## make the demo base image with debootstrap a
 # The main job on this machine: engines, registry, builder, demo base, then
 # `pulumi up` of the demo stack; ends with the pip line for the index it made.
 demo: setup registry builder demo-base stack-$(DEMO_STACK) ## the main job here: setup, registry, builder, demo base, pulumi up of demo-DEMO_ARCH, index check
-	$(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/demo-$(DEMO_STACK).log --builder $(BUILDER) -- $(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 	PIP_CONFIG_FILE=/dev/null $(BIN)/rocm-bake index check $(DIST) --arch $(DEMO_ARCH)
 	@echo
 	@echo "The $(DEMO_ARCH) index is in $(DIST)/index/$(DEMO_ARCH)/. Install from it:"

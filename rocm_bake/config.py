@@ -13,6 +13,7 @@ The arch value is parsed once, here: ``pytorch_rocm_arch`` is a
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from pathlib import Path
@@ -24,7 +25,9 @@ from pydantic.alias_generators import to_camel
 
 from rocm_bake.arch import Arch, ArchPolicy, RocmArch, arch_policy, check_prebuild_kernels
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.http_waits import check_service_url
 from rocm_bake.manifests import RepoPath, read_yaml
+from rocm_bake.problems import problem_lines
 
 NAMESPACE = "rocm-bake"
 STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
@@ -47,18 +50,46 @@ def registry_host(value: str) -> str:
     match = _REGISTRY.match(value)
     if not match:
         raise ValueError(
-            f"{value[:80]!r} is not a registry host[:port] such as 127.0.0.1:5000 or ghcr.io "
-            "(no scheme, path or spaces)"
+            "not a registry host[:port] such as 127.0.0.1:5000 or ghcr.io (no scheme, path or spaces)"
         )
     port = match.group("port")
     if port is not None and not 1 <= int(port) <= 65535:
-        raise ValueError(f"{value!r}: port {port} is not in 1..65535")
+        raise ValueError("the port is not in 1..65535")
     host = match.group("host")
     if not ("." in host or port is not None or host.startswith("[") or host == "localhost"):
         raise ValueError(
-            f"{value!r} has no '.', ':' or port: Docker would read it as a Docker Hub namespace; "
+            "no '.', ':' or port: Docker would read it as a Docker Hub namespace; "
             "give the registry host, e.g. registry.example or 127.0.0.1:5000"
         )
+    return value
+
+
+#: System directories ``rocm-bake:dist`` may be neither nor lie under (the index writer deletes and replaces
+#: what it owns there), and top-level directories it may lie under but not be.
+SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+               "/sys", "/usr", "/var/lib", "/var/log", "/var/run")
+SHARED_TOPS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var")
+
+
+def dist_dir(value: str) -> str:
+    """``rocm-bake:dist``: a directory of its own, relative to the project or absolute, never ``/`` or a system one.
+
+    The rule: a relative path (the project's ``dist`` by default) is fine; an
+    absolute one may be neither ``/`` nor a shared top-level directory
+    (``/home``, ``/tmp``, ``/var`` …) itself, nor be or lie under a system
+    directory (``/etc``, ``/usr``, ``/var/lib`` …). ``rocm-bake`` writes
+    ``wheels/<arch>`` and ``index/<arch>`` there and replaces what it wrote.
+    """
+    if not value.strip() or "\x00" in value:
+        raise ValueError("expected a directory, e.g. dist or /srv/rocm-bake/dist")
+    if not value.startswith("/"):
+        return value
+    normal = os.path.normpath(value)
+    normal = "/" + normal.lstrip("/")  # '//x' is '/x'
+    if normal in SHARED_TOPS:
+        raise ValueError("is / or a shared top-level directory: give a directory of its own under it")
+    if any(normal == d or normal.startswith(d + "/") for d in SYSTEM_DIRS):
+        raise ValueError("is or lies under a system directory (" + ", ".join(SYSTEM_DIRS) + ")")
     return value
 
 
@@ -70,6 +101,8 @@ def _words(value: Any) -> Any:
 
 
 Registry = Annotated[str, AfterValidator(registry_host)]
+#: A GitHub endpoint the token is sent to: https, or http to loopback; never credentials in it.
+ServiceUrl = Annotated[str, AfterValidator(check_service_url)]
 TargetNames = Annotated[list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$")]], BeforeValidator(_words)]
 #: A mapping in the stack YAML, or the JSON text Pulumi's ``get_object`` round-trips through (text is
 #: read as JSON, anything else as a mapping, so an error speaks of the form that was given).
@@ -103,22 +136,26 @@ class StackConfig(BaseModel):
     repository: str = Field(default="rocm-bake", pattern=r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
     #: buildx builder: docker-container, kubernetes or remote driver. Scale-out
     #: is BuildKit's: point this at a build farm, never at a queue of ours.
-    builder: str = Field(default="rocm-bake", min_length=1)
+    builder: str = Field(default="rocm-bake", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
     push: bool = True
     prebuild_kernels: int | None = None
     cache_arch: CacheScope | None = None
     targets: TargetNames | None = None
-    dist: str = Field(default="dist", min_length=1)
+    dist: Annotated[str, AfterValidator(dist_dir)] = "dist"
     publish: bool = False
-    github_repo: str = Field(default="sbates130272/rocm-bake", pattern=r"^[\w.-]+/[\w.-]+$")
-    github_api_url: str = "https://api.github.com"
+    #: OWNER/NAME. No default: publishing needs it, or an ``origin`` remote on GitHub (``github_repo_source``).
+    github_repo: str | None = Field(default=None, pattern=r"^[\w.-]+/[\w.-]+$")
+    #: Where ``github_repo`` came from (the key or the origin remote): not a key, the outputs say it.
+    github_repo_source: str | None = None
+    github_api_url: ServiceUrl = "https://api.github.com"
     #: Release uploads, release downloads (the hrefs of the published index) and
     #: the Pages site: github.com's by default; a GitHub Enterprise names its own.
-    github_uploads_url: str = "https://uploads.github.com"
-    github_web_url: str = "https://github.com"
-    github_pages_url: str = "https://{owner}.github.io/{repo}"
+    github_uploads_url: ServiceUrl = "https://uploads.github.com"
+    github_web_url: ServiceUrl = "https://github.com"
+    github_pages_url: ServiceUrl = "https://{owner}.github.io/{repo}"
     github_token: str | None = None
-    gpu_host: str | None = None
+    #: A fleet node's name (manifests/fleet.yml), checked against the fleet when the config is read.
+    gpu_host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=255)
     gpu_test: bool = True
     #: Where the targets' Dockerfiles live (same file names as targets.yml):
     #: ``dockerfiles/demo`` holds stand-ins with the same stage graph, so the
@@ -203,23 +240,50 @@ class StackConfig(BaseModel):
         return arch_policy(self.pytorch_rocm_arch, prebuild_kernels=self.prebuild_kernels)
 
 
+#: Model fields that are not config keys: set by the program, never by a stack file.
+NOT_KEYS = frozenset({"stack", "github_repo_source"})
 #: Config key (camelCase, as in the stack YAML) -> model field: the model's own aliases.
 KEYS: dict[str, str] = {
-    (info.alias or name): name for name, info in StackConfig.model_fields.items() if name != "stack"
+    (info.alias or name): name for name, info in StackConfig.model_fields.items() if name not in NOT_KEYS
 }
 FIELD_TO_KEY = {v: k for k, v in KEYS.items()}
 
 
-def _problem(err: Any) -> str:
-    loc = err["loc"]
-    key = f"{NAMESPACE}:{loc[0]}" if loc else "config"
+def key_name(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as the key the user wrote: ``rocm-bake:buildArgs.ROCM_IMAGE``."""
+    if not loc:
+        return "config"
+    key = f"{NAMESPACE}:{FIELD_TO_KEY.get(str(loc[0]), loc[0])}"
     inner = [str(part) for part in loc[1:] if part not in ("mapping", "json")]  # a union's tags name no input
-    if inner:
-        key += "." + ".".join(inner)  # rocm-bake:buildArgs.ROCM_IMAGE, rocm-bake:targets.0
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "json_invalid":
-        msg = f"not a JSON object: {msg}"
-    return f"{key}: {msg}"
+    return key + ("." + ".".join(inner) if inner else "")  # rocm-bake:targets.0
+
+
+def unknown_key_message(full_key: str) -> str:
+    """An unknown key refused, with the nearest known key (a typo is the usual cause)."""
+    key = full_key.partition(":")[2]
+    near = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.6) or difflib.get_close_matches(
+        key.lower(), [k.lower() for k in KEYS], n=1, cutoff=0.6)
+    nearest = next((k for k in KEYS if k.lower() == near[0].lower()), None) if near else None
+    hint = f"did you mean {NAMESPACE}:{nearest}?" if nearest else "known keys: " + ", ".join(
+        f"{NAMESPACE}:{k}" for k in KEYS)
+    return f"unknown config key {full_key[:80]!r}; {hint}"
+
+
+def with_publish_target(config: StackConfig, source: str) -> StackConfig:
+    """Publishing needs a repository: ``rocm-bake:githubRepo``, else a GitHub ``origin`` remote; never a default."""
+    from rocm_bake.publish.origin import FROM_CONFIG, FROM_ORIGIN, origin_github_repo
+
+    if config.github_repo is not None:
+        return config.model_copy(update={"github_repo_source": FROM_CONFIG})
+    if not config.publish:
+        return config
+    origin = origin_github_repo()
+    if origin is None:
+        raise RocmBakeError(
+            f"{source} (stack {config.stack}): {NAMESPACE}:githubRepo: required when {NAMESPACE}:publish is true "
+            "(OWNER/NAME; there is no default target, and the origin remote is not on GitHub)"
+        )
+    return config.model_copy(update={"github_repo": origin, "github_repo_source": FROM_ORIGIN})
 
 
 def stack_config_from_mapping(stack: str, config: dict[str, Any], source: str) -> StackConfig:
@@ -232,17 +296,25 @@ def stack_config_from_mapping(stack: str, config: dict[str, Any], source: str) -
         if namespace != NAMESPACE:
             continue  # other providers' keys (github:token, docker-build:...) are theirs
         if key not in KEYS:
-            raise RocmBakeError(
-                f"{source}: unknown config key {full_key[:80]!r}; known keys: "
-                + ", ".join(f"{NAMESPACE}:{k}" for k in KEYS)
-            )
+            raise RocmBakeError(f"{source}: {unknown_key_message(full_key)}")
         fields[key] = value
     fields.setdefault("pytorchRocmArch", stack)
     try:
-        return StackConfig.model_validate(fields)
+        config = StackConfig.model_validate(fields)
     except ValidationError as exc:
-        problems = list(dict.fromkeys(_problem(err) for err in exc.errors()))
-        raise RocmBakeError(f"{source} (stack {stack}): " + "; ".join(problems)) from None
+        raise RocmBakeError(f"{source} (stack {stack}): " + "; ".join(problem_lines(exc.errors(), key_name))) from None
+    if config.gpu_host is not None:
+        check_gpu_host(config.gpu_host, f"{source} (stack {stack})")
+    return with_publish_target(config, source)
+
+
+def check_gpu_host(name: str, where: str) -> None:
+    """``rocm-bake:gpuHost`` names a node of the fleet (the name is not repeated: the key is)."""
+    from rocm_bake.manifests import load_fleet
+
+    known = [node.name for node in load_fleet().nodes]
+    if name not in known:
+        raise RocmBakeError(f"{where}: {NAMESPACE}:gpuHost: not a fleet node (known: {', '.join(known)})")
 
 
 def stack_file(stack: str, stacks_dir: Path | None = None) -> Path:

@@ -70,6 +70,27 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+def check_service_url(url: str) -> str:
+    """A URL a credential may be sent to: https, or plain http to loopback only; no credentials in it.
+
+    The message never quotes the URL (it may hold a secret): the caller names
+    the key or option it came from.
+    """
+    parts = urlsplit(url.replace("{owner}", "owner").replace("{repo}", "repo"))
+    try:
+        host = parts.hostname
+        parts.port  # noqa: B018 - a port out of range or not a number raises here
+    except ValueError:
+        raise ValueError("not a URL with a valid host and port") from None
+    if parts.scheme not in ("https", "http") or not host:
+        raise ValueError("expected an https URL such as https://api.github.com")
+    if parts.username or parts.password:
+        raise ValueError("credentials in a URL are refused (they would be shown and logged); set GITHUB_TOKEN")
+    if parts.scheme == "http" and not is_loopback(host):
+        raise ValueError("plain http is allowed only to loopback (127.0.0.1, ::1, localhost); use https")
+    return url
+
+
 USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?[^\s/@'\"]+@(?=[^\s/@]+)")
 
 
@@ -94,9 +115,53 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return seen
+
+
+def _where(exc: BaseException) -> str:
+    """``host:port`` of the request that failed (never its userinfo), or '' when httpx did not record it."""
+    try:
+        url = exc.request.url  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):
+        return ""
+    return f"{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
+
+
+def hopeless(exc: BaseException) -> str | None:
+    """What a transport failure is, when retrying cannot help: DNS, a refused connection, TLS; None otherwise.
+
+    Each is named as what it is, never as "the server may be degraded": a
+    host that does not resolve, nothing listening on the port, or a
+    certificate that does not verify will be the same a second later.
+    """
+    import socket
+    import ssl
+
+    where = _where(exc)
+    for cause in _causes(exc):
+        if isinstance(cause, socket.gaierror):
+            host = where.rsplit(":", 1)[0] or "the host"
+            return f"DNS lookup failed: {host} does not resolve ({cause.strerror or cause})"
+        if isinstance(cause, ConnectionRefusedError):
+            return f"connection refused: nothing is listening at {where or 'that address'}"
+        if isinstance(cause, ssl.SSLError):
+            detail = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or str(cause)
+            return f"TLS error talking to {where or 'the server'}: {detail}"
+    return None
+
+
 def describe(exc: BaseException, timeout_s: float | None = None) -> str:
     """A transport failure in words a person reads at 3 a.m."""
     import httpx
+
+    named = hopeless(exc)
+    if named is not None:
+        return named
 
     if isinstance(exc, httpx.ConnectTimeout):
         return "could not connect (timed out)"

@@ -127,7 +127,7 @@ def release(**props) -> Declared:
 
 
 def test_a_stack_publishes_only_its_own_release() -> None:
-    on = config(publish="true")
+    on = config(publish="true", githubRepo="sbates130272/rocm-bake")  # no default target: named
     assert check_own_release(on, release()) == []
     assert check_own_release(config(), release()) == [
         "publish-release publishes, but stack gfx950 has rocm-bake:publish false (publishing is a separate decision)"]
@@ -138,7 +138,7 @@ def test_a_stack_publishes_only_its_own_release() -> None:
     assert check_own_release(on, release(tag="wheels-gfx950-rocm10.0.0")) == [
         "publish-release tag 'wheels-gfx950-rocm10.0.0' is not this stack's 'wheels-gfx950-rocm10.1.0' "
         "(its own release)"]
-    fat = config("fat", pytorchRocmArch="gfx950;gfx1201", publish="true")
+    fat = config("fat", pytorchRocmArch="gfx950;gfx1201", publish="true", githubRepo="sbates130272/rocm-bake")
     assert check_own_release(fat, release(arch="gfx950;gfx1201", tag="wheels-gfx950-gfx1201-rocm10.1.0")) == []
     assert check_own_release(on, Declared(DYNAMIC, "index-gfx950", {"arch": "gfx950", "dist": "dist"})) == []
 

@@ -51,10 +51,10 @@ def test_missing_stack_lists_known(tmp_path):
 @pytest.mark.parametrize(
     ("registry", "words"),
     [
-        ("bad host:99999", "rocm-bake:registry: 'bad host:99999' is not a registry host"),
-        ("http://x", "rocm-bake:registry: 'http://x' is not a registry host"),
-        ("reg.example:99999", "rocm-bake:registry: 'reg.example:99999': port 99999 is not in 1..65535"),
-        ("reg.example:0", "port 0 is not in 1..65535"),
+        ("bad host:99999", "rocm-bake:registry: not a registry host"),
+        ("http://x", "rocm-bake:registry: not a registry host"),
+        ("reg.example:99999", "rocm-bake:registry: the port is not in 1..65535"),
+        ("reg.example:0", "the port is not in 1..65535"),
         ("a b.example", "rocm-bake:registry"),
         ("myregistry", "Docker Hub namespace"),
         ("reg.example/path", "no scheme, path or spaces"),
@@ -75,7 +75,7 @@ def test_good_registries(registry):
 def test_keys_are_the_models_aliases_and_pulumi_strings_convert():
     """No hand-written key table or coercion: camelCase aliases, pydantic's own conversions."""
     assert KEYS["pytorchRocmArch"] == "pytorch_rocm_arch" and KEYS["githubApiUrl"] == "github_api_url"
-    assert set(KEYS.values()) == set(StackConfig.model_fields) - {"stack"}
+    assert set(KEYS.values()) == set(StackConfig.model_fields) - {"stack", "github_repo_source"}
     config = stack_config_from_mapping("s", {
         "rocm-bake:pytorchRocmArch": "gfx950;gfx942", "rocm-bake:push": "false", "rocm-bake:prebuildKernels": "2",
         "rocm-bake:buildArgs": '{"ROCM_IMAGE": "r.example/rocm:1"}', "rocm-bake:targets": "torch, vllm",
@@ -97,8 +97,8 @@ def test_keys_are_the_models_aliases_and_pulumi_strings_convert():
         ("buildArgs", "{", "rocm-bake:buildArgs: not a JSON object"),
         ("buildArgs", {"ROCM_IMAGE": 1}, "rocm-bake:buildArgs.ROCM_IMAGE: Input should be a valid string"),
         ("targets", "torch Torch", "rocm-bake:targets.1"),
-        ("dockerfileDir", "../elsewhere", "rocm-bake:dockerfileDir: '../elsewhere' escapes the repository"),
-        ("dockerfileDir", "/srv/dockerfiles", "rocm-bake:dockerfileDir: '/srv/dockerfiles' is absolute"),
+        ("dockerfileDir", "../elsewhere", "rocm-bake:dockerfileDir: '…' escapes the repository"),
+        ("dockerfileDir", "/srv/dockerfiles", "rocm-bake:dockerfileDir: '…' is absolute"),
         ("cacheArch", "gfx950 gfx1201", "rocm-bake:cacheArch"),
         ("gpuTest", "perhaps", "rocm-bake:gpuTest"),
     ],
@@ -177,3 +177,43 @@ def test_build_args_name_the_stacks_own_registry_once_parsed():
         assert "127.0.0.1:5000" not in (STACKS_DIR / f"Pulumi.{stack}.yaml").read_text()
     with pytest.raises(RocmBakeError, match=r"rocm-bake:buildArgs: X: unknown placeholder \{reg\}"):
         load_stack_config("gfx950", {"rocm-bake:buildArgs": {"X": "{reg}/base:1"}})
+
+
+def test_no_fragment_of_a_planted_token_in_any_config_message():
+    """The CLI path (``rocm-bake plan``) renders through the same formatter as the program: never the input."""
+    from tests.test_config_engine import BAD_VALUES, TOKEN, fragments
+
+    for key, (value, _secret) in BAD_VALUES.items():
+        if key == "githubToken":  # refused by the program when not secret; the CLI never validates its value
+            continue
+        with pytest.raises(RocmBakeError) as caught:
+            stack_config_from_mapping("gfx950", {f"rocm-bake:{key}": value}, "test")
+        message = str(caught.value)
+        assert f"rocm-bake:{key}" in message and "\n" not in message
+        assert not [f for f in fragments(TOKEN) if f in message], message
+
+
+def test_scrub_cuts_every_run_of_the_input_and_keeps_the_rule():
+    from rocm_bake.problems import scrub
+
+    assert scrub("'http://x:ghp_secret@h' has credentials", ["http://x:ghp_secret@h"]) == "'…' has credentials"
+    assert scrub("cut ghp_sec and keep", ["xx ghp_secret"]) == "cut… and keep"
+    assert scrub("short ab stays", ["ab"]) == "short ab stays"
+
+
+@pytest.mark.parametrize("dist", ["/", "//", "/etc", "/usr/local/dist", "/var/lib/x", "/tmp", "/home", "/proc/1"])
+def test_dist_refuses_root_shared_and_system_directories(dist):
+    with pytest.raises(RocmBakeError, match="rocm-bake:dist: is"):
+        load_stack_config("gfx950", {"rocm-bake:dist": dist})
+
+
+@pytest.mark.parametrize("dist", ["dist", "build/dist", "/tmp/rocm-bake/dist", "/srv/wheels", "/home/me/dist"])
+def test_dist_accepts_a_directory_of_its_own(dist):
+    assert load_stack_config("gfx950", {"rocm-bake:dist": dist}).dist == dist
+
+
+def test_unknown_key_suggests_the_nearest_known_key():
+    with pytest.raises(RocmBakeError, match=re.escape("'rocm-bake:registy'; did you mean rocm-bake:registry?")):
+        load_stack_config("gfx950", {"rocm-bake:registy": "127.0.0.1:5001"})
+    with pytest.raises(RocmBakeError, match=re.escape("did you mean rocm-bake:githubPagesUrl?")):
+        load_stack_config("gfx950", {"rocm-bake:githubpagesurl": "https://x.example"})

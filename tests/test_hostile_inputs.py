@@ -311,7 +311,8 @@ def test_binary_kfd_properties_is_named_not_no_gpu(tmp_path: Path) -> None:
     node = tmp_path / "sys/class/kfd/kfd/topology/nodes/1"
     node.mkdir(parents=True)
     (node / "properties").write_bytes(b"\x7fELF\x02\x01\x01\x00" + os.urandom(256))
-    result = subprocess.run([sys.executable, "-m", "rocm_bake", "which-index", "--sysfs-root", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "rocm_bake", "which-index", "--sysfs-root", str(tmp_path),
+                             "--index-base", "https://wheels.example/w"],
                             capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"{node / 'properties'}: binary data" in result.stderr and "no AMD GPU" not in result.stdout

@@ -255,7 +255,7 @@ def test_the_no_install_one_liner_prints_each_gpus_name(tmp_path: Path) -> None:
     for node, version in enumerate([0, 90500, 90010, 120001]):
         (nodes / str(node)).mkdir(parents=True)
         (nodes / str(node) / "properties").write_text(f"cpu_cores_count 0\ngfx_target_version {version}\ndomain 0\n")
-    page = landing.render_landing([], landing.DEFAULT_BASE_URL).decode()
+    page = landing.render_landing([], "https://octo.github.io/rocm-bake/data/wheels").decode()
     assert html.unescape(landing.KFD_ONE_LINER) in html.unescape(page)
     line = landing.KFD_ONE_LINER.replace("/sys/class/kfd", str(tmp_path / "sys/class/kfd"))
     done = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=30)

@@ -414,8 +414,9 @@ def test_magics_outside_hip_fatbin_or_inside_payloads_are_not_reported(tmp_path:
     assert [s.section for s in report.sources] == [".hip_fatbin"]
 
 
-def test_section_starting_inside_bundle_like_data_is_unknown_when_streamed(tmp_path: Path) -> None:
-    """A bundle-like header before .hip_fatbin that claims bytes inside it: never guessed."""
+def test_bundle_like_data_before_hip_fatbin_never_makes_a_valid_wheel_unknown(tmp_path: Path) -> None:
+    """B10i: a bundle-like header before .hip_fatbin that claims bytes inside it hid the section from the one
+    streaming pass; the section is walked again from its known offset, never guessed, never "unknown"."""
     decoy = bytearray(bundle(hip_ids("gfx1201")))
     device_entry = 32 + 24 + len(hip_ids("gfx1201")[0])
     device_offset = struct.unpack_from("<Q", decoy, device_entry)[0]
@@ -427,7 +428,8 @@ def test_section_starting_inside_bundle_like_data_is_unknown_when_streamed(tmp_p
     assert offsets[".decoy"][0] < offsets[".hip_fatbin"][0] < decoy_end < so.stat().st_size
     streamed = make_wheel(tmp_path / "d", "torch", "1.0", {"torch/_C.so": so.read_bytes()})
     report = wheel_targets(streamed)
-    assert report.unknown and "begins inside bundle-like data" in " ".join(report.unreadable)
+    assert report.targets == ["gfx950"] and not report.unknown and not report.unreadable
+    assert [s.section for s in report.sources] == [".hip_fatbin"]
     stored = make_wheel(tmp_path / "s", "torch", "1.0", {"torch/_C.so": so.read_bytes()},
                         compression=zipfile.ZIP_STORED)
     assert wheel_targets(stored).targets == ["gfx950"]
@@ -543,3 +545,22 @@ def test_big_member_scan_shows_progress_and_json_silences_it(
     finally:
         progress.set_stream(None)
     capsys.readouterr()
+
+
+def test_bundle_like_data_hiding_the_name_table_is_read_again(tmp_path: Path) -> None:
+    """B10i: the decoy's claimed extent covers .shstrtab, so the first pass cannot name the sections."""
+    decoy = bytearray(bundle(hip_ids("gfx1201")))
+    device_entry = 32 + 24 + len(hip_ids("gfx1201")[0])
+    device_offset = struct.unpack_from("<Q", decoy, device_entry)[0]
+    probe = shared_object(tmp_path / "p", "_C", bundle(hip_ids("gfx950")), {".decoy": bytes(decoy)})
+    offsets = section_offsets(probe)
+    strtab_start, strtab_size = offsets[".shstrtab"]
+    size = probe.stat().st_size
+    claimed = strtab_start + strtab_size + 8 - (offsets[".decoy"][0] + device_offset)
+    struct.pack_into("<Q", decoy, device_entry + 8, claimed)
+    so = shared_object(tmp_path / "b", "_C", bundle(hip_ids("gfx950")), {".decoy": bytes(decoy)})
+    assert section_offsets(so) == offsets and so.stat().st_size == size
+    assert offsets[".decoy"][0] + device_offset + claimed <= size  # a plausible extent, inside the file
+    streamed = make_wheel(tmp_path / "d", "torch", "1.0", {"torch/_C.so": so.read_bytes()})
+    report = wheel_targets(streamed)
+    assert report.targets == ["gfx950"] and not report.unknown, report

@@ -256,7 +256,7 @@ def test_missing_index_is_a_clear_error(gh: FakeGitHub, tmp_path: Path) -> None:
 
 
 def test_bad_token_is_a_clear_error_and_changes_nothing(gh: FakeGitHub, dist: Path) -> None:
-    with pytest.raises(RocmBakeError, match="401 Bad credentials: GITHUB_TOKEN was rejected"):
+    with pytest.raises(RocmBakeError, match="401 Bad credentials: the token was rejected"):
         run(gh, dist, token="ghp_nope")
     assert gh.state.releases == {} and gh.state.assets == {} and "refs/heads/gh-pages" not in gh.state.refs
 

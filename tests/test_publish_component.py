@@ -201,12 +201,90 @@ def test_token_is_no_resource_input_and_not_in_the_pickled_provider(gh: FakeGitH
 
 def test_publish_true_without_token_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RocmBakeError, match="no GitHub token.*githubToken"):
-        declared({"rocm-bake:publish": "true"}, monkeypatch)
+        declared({"rocm-bake:publish": "true", "rocm-bake:githubRepo": "octo/rocm-bake"}, monkeypatch)
 
 
 def test_fat_build_publishes_its_own_release(monkeypatch: pytest.MonkeyPatch) -> None:
     resources, exports = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "t",
+                                   "rocm-bake:githubRepo": "octo/rocm-bake",
                                    "rocm-bake:pytorchRocmArch": "gfx950;gfx1201"}, monkeypatch, stack="fat")
     (release,) = [r for r in resources if r.name == "publish-gfx950-gfx1201-release"]
     assert release.inputs["tag"] == "wheels-gfx950-gfx1201-rocm10.1.0"
     assert exports["release_tag"] == "wheels-gfx950-gfx1201-rocm10.1.0"
+
+
+def test_a_token_in_the_environment_wins_over_the_configured_one(gh: FakeGitHub, dist: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A8f: rotated in GITHUB_TOKEN, the old config secret (what state remembers) is not what is sent."""
+    provider = ReleaseAssetsProvider()
+    provider.configure(ConfigureRequest(Config({"rocm-bake:githubToken": "ghp_old_token"}, "rocm-bake")))
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_new_token")
+    with provider.client(props(gh, dist)) as client:
+        assert client._http.headers["Authorization"] == "Bearer ghp_new_token"
+    monkeypatch.delenv("GITHUB_TOKEN")
+    with provider.client(props(gh, dist)) as client:
+        assert client._http.headers["Authorization"] == "Bearer ghp_old_token"
+
+
+def test_pages_url_is_honoured_by_the_provider_and_its_landing_page(gh: FakeGitHub, dist: Path) -> None:
+    """A8e: the pages_url input reaches the endpoints, the index_url output and the landing page's pip/uv lines."""
+    site = f"{gh.web_url}/pages/{{owner}}/{{repo}}"
+    p = props(gh, dist, pages_url=site)
+    provider = configured(PagesIndexProvider, gh)
+    created = provider.create(p)
+    base = f"{gh.web_url}/pages/{gh.full_name}/data/wheels"
+    assert created.outs["index_url"] == f"{base}/{ARCH}/"
+    assert created.outs["pages_url"] == site  # the input stays the template: refresh reads the same site
+    page = gh.state.branch_files()["data/wheels/index.html"].decode()
+    assert f"pip install --index-url {base}/{ARCH}/" in page and f"uv pip install --index {base}/{ARCH}/" in page
+    assert "github.io" not in page
+    assert provider.diff(created.id, provider.read(created.id, created.outs).outs, p).changes is False
+
+
+def test_pages_url_config_is_declared_not_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A8e: PagesIndex was declared with pages_url None over the input."""
+    resources, exports = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "t",
+                                   "rocm-bake:githubRepo": "octo/rocm-bake",
+                                   "rocm-bake:githubPagesUrl": "https://pages.example/{owner}/{repo}"}, monkeypatch)
+    (pages,) = [r for r in resources if r.name == "publish-gfx950-pages"]
+    assert pages.inputs["pages_url"] == "https://pages.example/{owner}/{repo}"
+    assert exports["github_repo"] == "octo/rocm-bake (rocm-bake:githubRepo)"
+
+
+def test_publishing_takes_the_repo_from_a_github_origin_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocm_bake.publish import origin
+
+    monkeypatch.setattr(origin, "origin_github_repo", lambda *_: "fork-owner/rocm-bake")
+    _, exports = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "t"}, monkeypatch)
+    assert exports["github_repo"] == f"fork-owner/rocm-bake ({origin.FROM_ORIGIN})"
+    monkeypatch.setattr(origin, "origin_github_repo", lambda *_: None)
+    with pytest.raises(RocmBakeError, match="rocm-bake:githubRepo: required when rocm-bake:publish is true"):
+        declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "t"}, monkeypatch)
+
+
+@pytest.mark.parametrize(("url", "repo"), [
+    ("https://github.com/me/rocm-bake.git", "me/rocm-bake"), ("git@github.com:me/rocm-bake.git", "me/rocm-bake"),
+    ("ssh://git@github.com/me/rb", "me/rb"), ("https://x:ghp_tok@github.com/me/rb", "me/rb"),
+    ("https://gitlab.com/me/rb.git", None), ("/work/main", None), ("https://github.com.evil/me/rb", None),
+])
+def test_github_repo_of_a_remote_url(url: str, repo: str | None) -> None:
+    from rocm_bake.publish.origin import github_repo_of
+
+    assert github_repo_of(url) == repo
+
+
+def test_publish_cli_has_no_default_repository(gh: FakeGitHub, dist: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from rocm_bake.cli import main
+    from rocm_bake.publish import origin
+
+    e = gh.endpoints()
+    argv = ["publish", "--arch", ARCH, "--dist", str(dist), "--dry-run", "--api-url", e.api_url,
+            "--uploads-url", e.uploads_url, "--web-url", e.web_url, "--pages-url", e.pages_url]
+    monkeypatch.setenv("GITHUB_TOKEN", gh.state.token)
+    monkeypatch.setattr(origin, "origin_github_repo", lambda *_: None)
+    assert main(argv) == 2
+    assert "--repo: required: this checkout's origin remote is not on GitHub" in capsys.readouterr().err
+    monkeypatch.setattr(origin, "origin_github_repo", lambda *_: gh.full_name)
+    assert main(argv) == 0
+    assert f"repository: {gh.full_name}, taken from the origin remote (set --repo" in capsys.readouterr().out

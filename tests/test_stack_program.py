@@ -111,7 +111,7 @@ def test_wheels_fetched_from_every_wheel_image_then_indexed():
 
 def test_publish_on_declares_release_per_arch(monkeypatch):
     monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
-    resources, _, exports = declare("gfx950", {"rocm-bake:publish": "true"})
+    resources, _, exports = declare("gfx950", {"rocm-bake:publish": "true", "rocm-bake:githubRepo": "octo/r"})
     (release,) = [r for r in resources if r.name == "publish-gfx950-release"]
     assert release.inputs["tag"] == "wheels-gfx950-rocm10.1.0"
     assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
@@ -120,7 +120,7 @@ def test_publish_on_declares_release_per_arch(monkeypatch):
 def test_fat_build_is_a_full_stack(monkeypatch):
     """One fat binary, one index of its own (index/gfx950-gfx1201/), its own release when publishing."""
     monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
-    resources, _, exports = declare("fat-gfx950-gfx1201", {"rocm-bake:publish": "true"})
+    resources, _, exports = declare("fat-gfx950-gfx1201", {"rocm-bake:publish": "true", "rocm-bake:githubRepo": "octo/r"})
     dynamic = {r.name: r.inputs for r in resources if r.typ == "pulumi-python:dynamic:Resource"}
     assert dynamic["wheels-gfx950-gfx1201"]["arch"] == "gfx950;gfx1201"
     assert all(":gfx950_gfx1201-rocm10.1.0@" in ref for ref in dynamic["wheels-gfx950-gfx1201"]["image_refs"])

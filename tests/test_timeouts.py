@@ -139,7 +139,7 @@ def test_retry_after_as_seconds_or_http_date(value: str, seconds: float | None) 
 @pytest.mark.parametrize("url, message", [
     ("http://api.example.com", "plain http is allowed only to loopback"),
     ("https://user:hunter2@api.example.com", "credentials in a URL are refused"),
-    ("ftp://api.example.com", "expected an https:// URL"),
+    ("ftp://api.example.com", "expected an https URL"),
 ])
 def test_github_endpoints_refuse_cleartext_tokens_and_never_echo_credentials(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as caught:

@@ -368,7 +368,10 @@ def test_bad_properties_are_clear_errors(tmp_path: Path) -> None:
         detect_gpus(root, no_rocminfo)
 
 
-def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocm_bake.publish import origin
+
+    monkeypatch.setattr(origin, "origin_github_repo", lambda *_: "sbates130272/rocm-bake")  # BASE is its Pages site
     root = sysfs(tmp_path, [0, 90500, 120001])
     assert main(["which-index", "--sysfs-root", str(root), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -389,3 +392,23 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["which-index", "--sysfs-root", str(root), "--index-base", "file:///srv/idx"]) == 0
     out = capsys.readouterr().out
     assert "--index-url file:///srv/idx/gfx950-gfx1201/" in out and "fat-build index" in out
+
+
+def test_no_default_index_base_without_a_github_origin(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """No built-in site: which-index and the landing page take their default from the origin remote alone."""
+    from rocm_bake.publish import origin
+
+    root = sysfs(tmp_path, [0, 90500])
+    monkeypatch.setattr(origin, "origin_github_repo", lambda *_: None)
+    assert main(["which-index", "--sysfs-root", str(root)]) == 2
+    assert "--index-base: no default: this checkout's origin remote is not on GitHub" in capsys.readouterr().err
+    monkeypatch.setattr(origin, "origin_github_repo", lambda *_: "fork/rb")
+    assert main(["which-index", "--sysfs-root", str(root)]) == 0
+    assert "--index-url https://fork.github.io/rb/data/wheels/gfx950/ " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("base", ["http://wheels.example/idx", "http://10.0.0.5:8081/index"])
+def test_plain_http_off_loopback_is_refused(tmp_path: Path, base: str) -> None:
+    with pytest.raises(RocmBakeError, match="--index-base: plain http is refused off loopback"):
+        result_for(sysfs(tmp_path, [0, 90500]), base=base)

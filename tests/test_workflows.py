@@ -514,7 +514,7 @@ def test_stack_publish_reads_each_stack_config(tmp_path: Path) -> None:
 def test_stack_publish_deploy_refuses_a_loopback_registry(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.team.yaml").write_text(
         "config:\n  rocm-bake:pytorchRocmArch: gfx950\n  rocm-bake:registry: registry.example:5000\n"
-        "  rocm-bake:builder: farm\n  rocm-bake:publish: true\n")
+        "  rocm-bake:builder: farm\n  rocm-bake:publish: true\n  rocm-bake:githubRepo: octo/rocm-bake\n")
     (tmp_path / "Pulumi.local.yaml").write_text("config:\n  rocm-bake:pytorchRocmArch: gfx950\n")
     out = tmp_path / "output"
     base = [sys.executable, str(SCRIPTS / "stack_publish.py"), "--deploy", "--stacks-dir", str(tmp_path)]

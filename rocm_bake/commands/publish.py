@@ -18,7 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--arch", required=True, help="the index's architecture, e.g. gfx950")
     parser.add_argument("--dist", required=True, type=Path, help="DIST holding index/<arch>/")
-    parser.add_argument("--repo", required=True, help="OWNER/NAME of the GitHub repository")
+    parser.add_argument("--repo", default=None,
+                        help="OWNER/NAME of the GitHub repository (default: this checkout's origin remote when it "
+                             "is on GitHub; there is no other default)")
     parser.add_argument("--rocm-version", default=DEFAULT_ROCM_VERSION,
                         help=f"ROCm version in the release tag wheels-<arch>-rocm<v> (default {DEFAULT_ROCM_VERSION})")
     # Defaults are GitHubEndpoints' own (github.com's), applied in run(): the GitHub client is not imported for --help.
@@ -39,22 +41,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
     from rocm_bake import progress
     from rocm_bake.errors import RocmBakeError
-    from rocm_bake.publish import GitHubEndpoints, publish
+    from rocm_bake.publish import github_endpoints, publish
+    from rocm_bake.publish.origin import FROM_ORIGIN, origin_github_repo
 
-    try:
-        given = {"api_url": args.api_url, "uploads_url": args.uploads_url, "web_url": args.web_url,
-                 "pages_url": args.pages_url}
-        endpoints = GitHubEndpoints(**{k: v for k, v in given.items() if v is not None})
-    except ValidationError as exc:
-        raise RocmBakeError("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
+    repo = args.repo or origin_github_repo()
+    if repo is None:
+        raise RocmBakeError("--repo: required: this checkout's origin remote is not on GitHub, and there is no "
+                            "default target (give --repo OWNER/NAME, or GITHUB_REPO=OWNER/NAME to make)")
+    if not args.repo and not (args.json or args.quiet):
+        print(f"repository: {repo}, {FROM_ORIGIN.replace('rocm-bake:githubRepo', '--repo')}")
+
+    endpoints = github_endpoints(api_url=args.api_url, uploads_url=args.uploads_url, web_url=args.web_url,
+                                 pages_url=args.pages_url)
     before = progress.is_quiet()  # restored after: tests call main() many times in one process
     progress.set_quiet(before or args.quiet or args.json)
     try:
-        result = publish(args.arch, args.dist, args.repo, os.environ.get("GITHUB_TOKEN") or None,
+        result = publish(args.arch, args.dist, repo, os.environ.get("GITHUB_TOKEN") or None,
                          rocm_version=args.rocm_version, endpoints=endpoints, dry_run=args.dry_run,
                          timeout=args.timeout)
     finally:

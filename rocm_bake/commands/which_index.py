@@ -12,8 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-#: The published gh-pages index (wheels live in per-arch releases).
-DEFAULT_INDEX_BASE = "https://sbates130272.github.io/rocm-bake/data/wheels"
 
 
 def __getattr__(name: str) -> Any:
@@ -28,7 +26,9 @@ def __getattr__(name: str) -> Any:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("which-index", help="detect local AMD GPUs and print the install line")
     parser.add_argument("--sysfs-root", type=Path, default=Path("/"), help="root holding sys/class/kfd (default /)")
-    parser.add_argument("--index-base", default=DEFAULT_INDEX_BASE, help=f"index base URL (default {DEFAULT_INDEX_BASE})")
+    parser.add_argument("--index-base", default=None,
+                        help="index base URL: https, or http to loopback, or file:// (default: the Pages site of "
+                             "this checkout's origin remote when it is on GitHub, .../data/wheels)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 
@@ -36,9 +36,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, rocminfo: Any = None) -> int:
     """Exit 0 when at least one install line was printed, 1 when none could be."""
     from rocm_bake.gpu.detect import run_rocminfo
+    from rocm_bake.errors import RocmBakeError
     from rocm_bake.gpu.which import render, run_which_index
+    from rocm_bake.publish.origin import index_base
 
-    result = run_which_index(args.sysfs_root, args.index_base, rocminfo or run_rocminfo)
+    try:
+        base, missing = index_base(args.index_base, "--index-base"), None
+    except RocmBakeError as exc:  # only an error once there is an install line to print
+        base, missing = "https://index.invalid", exc
+    result = run_which_index(args.sysfs_root, base, rocminfo or run_rocminfo)
+    if missing is not None and (any(c.install for c in result.choices) or result.install):
+        raise missing
     if args.json:
         print(json.dumps(result.model_dump(), indent=2))
     else:

@@ -88,20 +88,46 @@ def _read_sysfs_text(path: Path) -> str:
     return text
 
 
-def _properties(text: str) -> dict[str, str]:
-    props: dict[str, str] = {}
-    for line in text.splitlines():
-        parts = line.split(None, 1)
-        if len(parts) == 2:
-            props[parts[0]] = parts[1].strip()
-    return props
+def _target_versions(text: str) -> list[str]:
+    """Every ``gfx_target_version`` value of a properties file (a well-formed node has exactly one)."""
+    return [parts[1].strip() for parts in (line.split(None, 1) for line in text.splitlines())
+            if len(parts) == 2 and parts[0] == "gfx_target_version"]
+
+
+def _read_node(node: Path) -> Gpu | None:
+    """The GPU of one KFD node, None for a CPU node; a node that cannot be read raises, naming why."""
+    props_file = node / "properties"
+    if not props_file.is_file():
+        raise RocmBakeError(f"{props_file}: missing (every KFD node has one)")
+    versions = _target_versions(_read_sysfs_text(props_file))
+    if not versions:
+        raise RocmBakeError(f"{props_file}: no gfx_target_version line")
+    if len(versions) > 1:
+        raise RocmBakeError(f"{props_file}: gfx_target_version appears {len(versions)} times "
+                            f"({', '.join(v[:20] for v in versions[:4])}): which one is the GPU is not known")
+    raw = versions[0]
+    try:
+        version = int(raw)
+    except ValueError:
+        raise RocmBakeError(f"{props_file}: gfx_target_version {raw[:40]!r} is not an integer") from None
+    if version == 0:
+        return None
+    try:
+        gfx = gfx_from_target_version(version)
+    except ValueError as exc:
+        raise RocmBakeError(f"{props_file}: {exc}") from None
+    name_file = node / "name"
+    name = _read_sysfs_text(name_file).strip() if name_file.is_file() else None
+    return Gpu(gfx=gfx, source="kfd", node=node.name, marketing_name=name or None)
 
 
 def read_kfd(sysfs_root: Path) -> list[Gpu] | None:
     """GPUs in the KFD topology under ``sysfs_root``; None when the tree is absent.
 
     CPU nodes carry ``gfx_target_version 0`` and are skipped (an APU shows
-    one CPU node and one GPU node).
+    one CPU node and one GPU node). A node that cannot be read is never
+    dropped silently (C9): every such node is named, in one error, since
+    choosing an index without it could pick the wrong one.
     """
     nodes_dir = sysfs_root / KFD_NODES
     if not nodes_dir.is_dir():
@@ -111,26 +137,18 @@ def read_kfd(sysfs_root: Path) -> list[Gpu] | None:
         nodes = sorted(nodes_dir.iterdir(), key=lambda p: (len(p.name), p.name))
     except OSError as exc:
         raise RocmBakeError(f"{nodes_dir}: cannot list the KFD topology: {exc.strerror or exc}") from None
+    problems: list[str] = []
     for node in nodes:
-        props_file = node / "properties"
-        if not props_file.is_file():
-            continue
-        raw = _properties(_read_sysfs_text(props_file)).get("gfx_target_version")
-        if raw is None:
-            continue
         try:
-            version = int(raw)
-        except ValueError:
-            raise RocmBakeError(f"{props_file}: gfx_target_version {raw[:40]!r} is not an integer") from None
-        if version == 0:
+            gpu = _read_node(node)
+        except RocmBakeError as exc:
+            problems.append(str(exc))
             continue
-        try:
-            gfx = gfx_from_target_version(version)
-        except ValueError as exc:
-            raise RocmBakeError(f"{props_file}: {exc}") from None
-        name_file = node / "name"
-        name = _read_sysfs_text(name_file).strip() if name_file.is_file() else None
-        gpus.append(Gpu(gfx=gfx, source="kfd", node=node.name, marketing_name=name or None))
+        if gpu is not None:
+            gpus.append(gpu)
+    if problems:
+        raise RocmBakeError(f"cannot read {len(problems)} KFD node(s), so the GPUs of this host are not known: "
+                            + "; ".join(problems))
     return gpus
 
 

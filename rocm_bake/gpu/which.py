@@ -21,7 +21,6 @@ from rocm_bake.gpu import Detection, Gpu, RocminfoRunner, detect_gpus, run_rocmi
 from rocm_bake.offload import GENERIC_COVERS
 
 #: The published gh-pages index (wheels live in per-arch releases).
-DEFAULT_INDEX_BASE = "https://sbates130272.github.io/rocm-bake/data/wheels"
 PYPI = "https://pypi.org/simple"
 #: Stacks named ``demo-*`` build stand-in wheels into local indexes; they never publish to the public URL.
 DEMO_PREFIX = "demo-"
@@ -262,9 +261,19 @@ def no_gpu_next_steps(configured: list[str], index_base: str) -> list[str]:
 
 
 def check_index_base(value: str) -> str:
+    """https, file://, or plain http only to loopback: an install line over plain http off this host is
+    one anyone on the path can answer with other wheels."""
+    from urllib.parse import urlsplit
+
+    from rocm_bake.http_waits import is_loopback
+
     base = value.rstrip("/")
     if not re.match(r"^(https?|file)://\S+$", base):
-        raise RocmBakeError(f"--index-base {value!r}: expected an http(s):// or file:// URL")
+        raise RocmBakeError("--index-base: expected an https://, file:// or loopback http:// URL")
+    parts = urlsplit(base)
+    if parts.scheme == "http" and not is_loopback(parts.hostname or ""):
+        raise RocmBakeError("--index-base: plain http is refused off loopback (the wheels could be swapped on the "
+                            "way); use https, or http://127.0.0.1 for a local server")
     return base
 
 

@@ -59,7 +59,7 @@ from rocm_bake.index.versions import (
     check_version,
     parse_name,
 )
-from rocm_bake.index.wheelfile import parse_core_metadata, read_metadata_bytes
+from rocm_bake.index.wheelfile import check_record, parse_core_metadata, read_metadata_bytes
 
 __all__ = [
     "FILES_DIR", "GENERATOR", "GENERATOR_TAG", "IndexFile", "IndexPlan", "IndexResult", "PlannedWheel",
@@ -288,6 +288,7 @@ def _inspect(path: Path, name: WheelName, target: IndexTarget, key: FileKey,
     else:
         with progress.track(f"hash {path.name}", key.size) as advance:
             sha, hashed = sha256_file(path, advance), key.size
+    check_record(path, f"{path.name} (index {target})")  # B12g: once per file (the cache entry then vouches)
     report = offload.wheel_targets(path)
     if FileKey.of(path) != key:
         raise RocmBakeError(f"{path.name} (index {target}): rule stable-input: changed while being read")

@@ -26,17 +26,18 @@ The guarantee is for a killed or crashing process: files are not fsynced
 filesystem's rename ordering.
 
 **Incremental.** A file of the new tree whose bytes the current tree already
-has is hard-linked from it (same inode, nothing written); an input wheel is
-hard-linked from ``--wheels``. Only files whose bytes change are written, so
+has is hard-linked from it (same inode, nothing written). An input wheel is
+**copied** from ``--wheels`` (a reflink where the filesystem can, else a
+kernel copy), never linked: a symlink or hard link would let the served
+bytes change after their sha256 was written into the pages (B12c); a copy
+recorded by an earlier build is reused. Only files whose bytes change are written, so
 one changed wheel writes its own file, its ``.metadata`` and project page,
 the metapackage, its ``.metadata`` and page, and the root page if the
 project list changed.
 
 **Served with the user's umask.** Directories and files are created with
 ``mkdir``/``open`` (never ``mkdtemp``, which makes 0700), so a web server
-running as another user can read them. An input wheel that the umask would
-make readable but whose own mode is narrower is copied, not linked: its
-mode is shared with the input and is not ours to widen.
+running as another user can read them.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def current_umask() -> int:
 
 @dataclass(frozen=True)
 class TreeFile:
-    """One file of a tree: ``data`` to write, or ``source``, an input wheel to hard-link."""
+    """One file of a tree: ``data`` to write, or ``source``, an input wheel to copy."""
 
     rel: str
     sha256: str
@@ -137,6 +138,36 @@ def _exchange(a: Path, b: Path) -> bool:
     if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
         return False
     raise OSError(err, os.strerror(err), str(b))
+
+
+def _sha256(path: Path) -> str | None:
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+#: ``ioctl(FICLONE)``: share the source's extents copy-on-write (btrfs, xfs): a copy that costs no bytes.
+FICLONE = 0x40049409
+
+
+def copy_file(src: Path, dest: Path) -> None:
+    """A real copy of ``src``'s bytes (a symlink's target, never the link) at ``dest``, created with the umask."""
+    import fcntl
+
+    with open(src, "rb") as source, open(dest, "xb") as out:
+        try:
+            fcntl.ioctl(out.fileno(), FICLONE, source.fileno())
+            return
+        except OSError:
+            pass
+        shutil.copyfileobj(source, out, 1 << 20)
 
 
 def link_or_copy(src: Path, dest: Path) -> bool:
@@ -299,14 +330,12 @@ class TreeStore:
         if not stat.S_ISREG(st.st_mode):
             return None
         if f.source is not None:
-            try:
-                src = os.stat(f.source)
-            except OSError:
-                return None
-            if (st.st_ino, st.st_dev) == (src.st_ino, src.st_dev):
-                return old
+            if st.st_nlink > 1 and self._shares_input(old, f.source):
+                return None  # linked to the input (an older layout): its bytes are not ours; copy instead
             rec = recorded.get(f.rel)  # a copy an earlier run made and recorded
-            return old if rec == (st.st_size, st.st_mtime_ns, st.st_ino, f.sha256) else None
+            if rec == (st.st_size, st.st_mtime_ns, st.st_ino, f.sha256):
+                return old
+            return old if _sha256(old) == f.sha256 else None  # no record (the stamp was lost): read it
         assert f.data is not None
         if st.st_size != len(f.data):
             return None
@@ -328,17 +357,21 @@ class TreeStore:
             return False
         return all(self.reusable(current, f, recorded) is not None for f in files)
 
+    @staticmethod
+    def _shares_input(old: Path, source: Path) -> bool:
+        try:
+            a, b = os.stat(old), os.stat(source)
+        except OSError:
+            return False
+        return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+
     def _place(self, f: TreeFile, dest: Path, served_mode: int) -> None:
         if f.data is not None:
             with open(dest, "xb") as out:
                 out.write(f.data)
             return
         assert f.source is not None
-        src_mode = os.stat(f.source).st_mode & 0o777
-        if src_mode & served_mode & 0o444 != served_mode & 0o444:
-            shutil.copyfile(f.source, dest)  # a narrower mode than the umask gives: not ours to widen
-        else:
-            link_or_copy(f.source, dest)
+        copy_file(f.source, dest)
 
     def commit(self, files: list[TreeFile], digest: str, recorded: Recorded) -> WriteStats:
         """Write a new tree (reusing unchanged files) and swap it in. Call under the lock."""

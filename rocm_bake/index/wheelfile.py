@@ -186,3 +186,89 @@ def read_metadata_bytes(path: Path, where: str | None = None) -> bytes:
         raise RocmBakeError(f"{where}: rule wheel-archive: not a readable zip archive ({exc})") from None
     except OSError as exc:
         raise RocmBakeError(f"{where}: cannot read the wheel ({exc.strerror or exc})") from None
+
+
+def read_wheel_metadata(path: Path, where: str | None = None) -> WheelMetadata:
+    """A wheel's validated core metadata: safe members, capped read, fields a resolver needs.
+
+    The one entry point for anyone reading a wheel's METADATA (the index
+    build, publish planning), so they refuse the same things.
+    """
+    where = where or Path(path).name
+    return parse_core_metadata(read_metadata_bytes(path, where), where)
+
+
+#: RECORD hash algorithms a wheel may use (the wheel spec: sha256 or stronger; never md5 or sha1).
+RECORD_HASHES = ("sha256", "sha384", "sha512")
+#: RECORD lists every member but itself and its signatures.
+RECORD_UNHASHED = ("RECORD", "RECORD.jws", "RECORD.p7s")
+
+
+def _record_rows(data: bytes, where: str) -> dict[str, tuple[str, str]]:
+    import csv
+    import io
+
+    rows: dict[str, tuple[str, str]] = {}
+    try:
+        for row in csv.reader(io.StringIO(data.decode("utf-8"))):
+            if not row:
+                continue
+            path, digest, size = (row + ["", ""])[:3]
+            rows[path] = (digest, size)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise RocmBakeError(f"{where}: rule record: RECORD is not a readable CSV ({exc})") from None
+    return rows
+
+
+def check_record(path: Path, where: str | None = None) -> None:
+    """Every member's bytes match its RECORD hash and size; none unlisted, none listed but absent.
+
+    pip checks RECORD only as it installs: a wheel whose member was changed
+    after it was built would otherwise enter the index (its ``#sha256=`` then
+    vouching for the altered archive) and fail, or not, on each user's machine.
+    """
+    import base64
+    import hashlib
+
+    where = where or Path(path).name
+    problems: list[str] = []
+    try:
+        with zipfile.ZipFile(path) as zf:
+            dist_info = metadata_member(zf, where).filename.split("/", 1)[0]
+            record = read_capped(zf, zf.getinfo(f"{dist_info}/RECORD"), MAX_METADATA_BYTES, where) \
+                if f"{dist_info}/RECORD" in zf.NameToInfo else None
+            if record is None:
+                raise RocmBakeError(f"{where}: rule record: no {dist_info}/RECORD (a wheel lists and hashes "
+                                    "every member there)")
+            rows = _record_rows(record, where)
+            members = [i for i in zf.infolist() if not i.is_dir()]
+            for info in members:
+                if info.filename.startswith(f"{dist_info}/") and info.filename.split("/", 1)[1] in RECORD_UNHASHED:
+                    continue
+                listed = rows.get(info.filename)
+                if listed is None:
+                    problems.append(f"{info.filename} is not listed")
+                    continue
+                algo, _, expected = listed[0].partition("=")
+                if algo not in RECORD_HASHES or not expected:
+                    problems.append(f"{info.filename} has no sha256 (or stronger) hash")
+                    continue
+                digest, size = hashlib.new(algo), 0
+                with zf.open(info) as member:
+                    while chunk := member.read(1 << 20):
+                        digest.update(chunk)
+                        size += len(chunk)
+                got = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+                if got != expected.rstrip("="):
+                    problems.append(f"{info.filename} does not match its {algo}")
+                elif listed[1] and listed[1] != str(size):
+                    problems.append(f"{info.filename} is {size} bytes, RECORD says {listed[1]}")
+            present = {i.filename for i in members}
+            problems += [f"{p} is listed but absent" for p in rows if p not in present and not p.endswith("/")]
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as exc:
+        raise RocmBakeError(f"{where}: rule wheel-archive: not a readable zip archive ({exc})") from None
+    except OSError as exc:
+        raise RocmBakeError(f"{where}: cannot read the wheel ({exc.strerror or exc})") from None
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise RocmBakeError(f"{where}: rule record: {shown} (pip would refuse to install it)")

@@ -25,6 +25,7 @@ never guessed.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from typing import Any
 
 from rocm_bake.errors import RocmBakeError
@@ -311,8 +312,57 @@ def _name(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("latin-1")
 
 
-def scan_stream(src: ForwardSource, where: Where) -> list[Source]:
-    """Scan a compressed member in one forward pass (see the module docstring)."""
+def _names_from(table: bytes, sections: list[SectionHeader]) -> dict[int, str]:
+    names = {}
+    for sec in sections:
+        raw = table[sec.name_offset : sec.name_offset + 64]
+        if raw.startswith(FATBIN_SECTION):
+            names[sec.name_offset] = _name(raw)
+    return names
+
+
+def _rescan(reopen: Callable[[], ForwardSource], sections: list[SectionHeader], strtab: SectionHeader,
+            names: dict[int, str] | None, size: int, where: Where) -> list[Source]:
+    """Walk only the ``.hip_fatbin`` sections, now that the section table is known (B10i).
+
+    Bundle-like data elsewhere (a blob in ``.rodata`` whose header claims
+    bytes past its end) hid a section's start or its name from the first
+    pass; with the table in hand, a fresh pass reads the name table if it was
+    hidden, then walks each section from its own start, as a stored member is
+    walked. A rare case, paid for by one or two more inflate passes.
+    """
+    if names is None:
+        src = reopen()
+        table = src.capture(strtab.offset, strtab.size)
+        src.finish()
+        names = _names_from(bytes(table), sections)
+    src = reopen()
+    budget = _Budget(where)
+    sources: list[Source] = []
+    for name, sec in _fatbin_sections(sections, names, size, where):
+        swhere = where.within(name)
+        end = sec.offset + sec.size
+        cands: list[Candidate] = []
+        pos = sec.offset
+        while (hit := src.find(pos, end)) is not None:
+            cand = budget.keep(parse_candidate(src, hit.offset, hit.ccob, end - hit.offset))
+            cands.append(cand)
+            if cand.error is not None or not cand.extent:
+                break  # an error is raised by _walk; an unknown end stops the walk
+            pos = hit.offset + cand.extent
+        sources.extend(_walk(cands, swhere, sec.offset, sec.size))
+    src.finish()
+    return sources
+
+
+def scan_stream(src: ForwardSource, where: Where,
+                reopen: Callable[[], ForwardSource] | None = None) -> list[Source]:
+    """Scan a compressed member in one forward pass (see the module docstring).
+
+    ``reopen`` gives a fresh pass over the same member: when bundle-like data
+    outside ``.hip_fatbin`` hid a section from the first pass, the sections are
+    walked again from their known offsets instead of reporting them unknown.
+    """
     front = _elf_front(src.read_at(0, 64), where)
     if not isinstance(front, ElfHeader):
         return front
@@ -352,6 +402,8 @@ def scan_stream(src: ForwardSource, where: Where) -> list[Source]:
                 names[sec.name_offset] = _name(raw[: strtab.size - sec.name_offset])
     skips = [(c.offset, c.offset + c.extent) for c in cands if c.error is None and c.extent]
     hidden = next((s for s in skips if s[0] < strtab.offset + strtab.size and strtab.offset < s[1]), None)
+    if hidden is not None and reopen is not None:
+        return _rescan(reopen, sections, strtab, None, src.size, where)
     if hidden is not None:
         return [_unreadable(
             where, 0,
@@ -359,8 +411,11 @@ def scan_stream(src: ForwardSource, where: Where) -> list[Source]:
             f"{hidden[0]:#x}: cannot tell which sections are .hip_fatbin, targets unknown",
         )]
     offsets = [c.offset for c in cands]
+    fatbins = _fatbin_sections(sections, names, src.size, where)
+    if reopen is not None and any(s[0] < sec.offset < s[1] for _n, sec in fatbins for s in skips):
+        return _rescan(reopen, sections, strtab, names, src.size, where)
     sources: list[Source] = []
-    for name, sec in _fatbin_sections(sections, names, src.size, where):
+    for name, sec in fatbins:
         swhere = where.within(name)
         end = sec.offset + sec.size
         inside = cands[bisect.bisect_left(offsets, sec.offset) : bisect.bisect_left(offsets, end)]

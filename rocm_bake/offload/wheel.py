@@ -61,13 +61,19 @@ def _member_sources(
         with _progress(path.name, info) as advance:
             src = StoredSource.locate(raw, info.header_offset, info.file_size, advance)
             return scan_stored(src, where)
-    with _open_member(archive, info) as handle:
-        head = handle.read(4)
-        if head != ELF_MAGIC:
-            return None
-        with _progress(path.name, info) as advance:
-            advance(len(head))
-            return scan_stream(ForwardSource(handle, info.file_size, head, advance), where)
+    with contextlib.ExitStack() as again:
+        def reopen() -> ForwardSource:
+            """A fresh forward pass over the member (bundle-like data hid a section from the first: B10i)."""
+            fresh = again.enter_context(_open_member(archive, info))
+            return ForwardSource(fresh, info.file_size, b"", lambda _n: None)
+
+        with _open_member(archive, info) as handle:
+            head = handle.read(4)
+            if head != ELF_MAGIC:
+                return None
+            with _progress(path.name, info) as advance:
+                advance(len(head))
+                return scan_stream(ForwardSource(handle, info.file_size, head, advance), where, reopen)
 
 
 def wheel_targets(path: Path) -> WheelTargets:

@@ -12,6 +12,7 @@ from rocm_bake.lazy_face import lazy_getattr
 _EXPORTS: dict[str, str] = {
     "GitHubClient": "github",
     "GitHubEndpoints": "github",
+    "github_endpoints": "github",
     "Publisher": "release",
     "commit_pages": "release",
     "ensure_release": "release",
@@ -26,7 +27,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from rocm_bake.publish.github import GitHubClient, GitHubEndpoints
+    from rocm_bake.publish.github import GitHubClient, GitHubEndpoints, github_endpoints
     from rocm_bake.publish.release import Publisher, commit_pages, ensure_release, git_blob_sha, pages_prefix, publish, release_tag, release_text, remote_pages
 
 

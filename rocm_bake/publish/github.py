@@ -43,12 +43,13 @@ from pydantic import BaseModel, model_validator
 from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.http_waits import (
+    check_service_url,
     DEFAULT_TIMEOUT_S,
     describe,
+    hopeless,
     http_timeout,
     is_loopback,
     redact,
-    redact_url,
     retry_after_seconds,
 )
 from rocm_bake.retry import RetryPolicy, Retryable
@@ -78,16 +79,11 @@ class GitHubEndpoints(BaseModel):
     def _safe_urls(self) -> "GitHubEndpoints":
         """No credentials in a URL (they would be echoed in errors and logs: use GITHUB_TOKEN), and plain
         http only to loopback: the token travels with every API call and must never cross a network in clear."""
-        for field, url in (("api_url", self.api_url), ("uploads_url", self.uploads_url), ("web_url", self.web_url),
-                           ("pages_url", self.pages_url)):
-            parts = urlsplit(url.replace("{owner}", "owner").replace("{repo}", "repo"))
-            shown = redact_url(url)
-            if parts.scheme not in ("https", "http") or not parts.hostname:
-                raise ValueError(f"GitHub {field} {shown!r}: expected an https:// URL")
-            if parts.username or parts.password:
-                raise ValueError(f"GitHub {field} {shown!r}: credentials in a URL are refused; set GITHUB_TOKEN")
-            if parts.scheme == "http" and not is_loopback(parts.hostname):
-                raise ValueError(f"GitHub {field} {shown!r}: plain http is allowed only to loopback; use https")
+        for name in ("api_url", "uploads_url", "web_url", "pages_url"):
+            try:
+                check_service_url(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"GitHub {name}: {exc}") from None
         return self
 
     def download_base(self, repo: str, tag: str) -> str:
@@ -97,6 +93,23 @@ class GitHubEndpoints(BaseModel):
     def pages_base(self, repo: str) -> str:
         owner, name = repo.split("/", 1)
         return self.pages_url.format(owner=owner, repo=name).rstrip("/") + "/"
+
+
+def github_endpoints(**given: str | None) -> GitHubEndpoints:
+    """``GitHubEndpoints`` from the given URLs (None: the default), refused in one line that never shows one.
+
+    pydantic's own message would print ``input_value=`` (a URL with a token in
+    it); this names the field and the rule only.
+    """
+    from pydantic import ValidationError
+
+    from rocm_bake.problems import problem_lines
+
+    try:
+        return GitHubEndpoints(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        raise RocmBakeError("; ".join(problem_lines(exc.errors(), lambda loc: "GitHub endpoints",
+                                                    [v for v in given.values() if v]))) from None
 
 
 class Asset(BaseModel):
@@ -284,28 +297,42 @@ class GitHubClient:
                 )
             except httpx.TransportError as exc:
                 reason = describe(exc, self.timeout)
+                if hopeless(exc) is not None:  # DNS, refused, TLS: the same on every try
+                    raise GitHubHTTPError(f"{what}: {reason}", 0, []) from None
                 if not retry_5xx:
                     raise GitHubHTTPError(f"{what}: {reason}", 0, [],
                                           timed_out=isinstance(exc, httpx.TimeoutException)) from None
+                server_errors.clear()
                 raise Retryable(reason, timed_out=isinstance(exc, httpx.TimeoutException)) from None
             if response.status_code in ok:
                 return response
             limited = self._rate_limit(response)
             if limited is not None:
+                server_errors.clear()
                 raise limited
             if response.status_code >= 500 and retry_5xx:  # a 503 may say when to come back
                 after = retry_after_seconds(response.headers.get("retry-after"), now=self.clock())
+                server_errors.append(response.status_code)
                 raise Retryable(f"HTTP {response.status_code}", wait_s=after)
+            server_errors.clear()  # the last failure is what the final message explains
             raise self._http_error(what, response)
 
-        return self.retry.call(what, once, hint="GitHub may be degraded or rate limiting; try again later")
+        server_errors: list[int] = []
+        try:
+            return self.retry.call(what, once)
+        except GitHubHTTPError:
+            raise
+        except RocmBakeError as exc:
+            if server_errors:  # only GitHub's own 5xx is blamed on GitHub; DNS, TLS, refused are named as such
+                raise RocmBakeError(f"{exc}; GitHub may be degraded; try again later") from None
+            raise
 
     def _http_error(self, what: str, response: httpx.Response) -> GitHubHTTPError:
         message, codes = _error_codes(response)
         status = response.status_code
         if status == 401:
-            hint = ("GITHUB_TOKEN was rejected (bad or expired credentials)" if self._has_token
-                    else "no token was given; set GITHUB_TOKEN")
+            hint = ("the token was rejected (bad, expired or revoked: GITHUB_TOKEN or rocm-bake:githubToken)"
+                    if self._has_token else "no token was given; set GITHUB_TOKEN")
             text = f"{what}: 401 {message or 'Requires authentication'}: {hint}"
         elif status in (403, 404) and self._has_token and what.startswith(("GitHub POST", "GitHub PATCH",
                                                                              "GitHub DELETE")):

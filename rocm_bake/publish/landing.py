@@ -34,7 +34,6 @@ SUMMARY_NAME = "index.json"
 PAGES_ROOT = "data/wheels/"
 LANDING_PATH = PAGES_ROOT + "index.html"
 LISTING_PATH = PAGES_ROOT + SUMMARY_NAME
-DEFAULT_BASE_URL = "https://sbates130272.github.io/rocm-bake/data/wheels"
 #: Reads the local GPUs' gfx names from the KFD topology with nothing installed (CPU nodes report 0).
 KFD_ONE_LINER = (
     "awk '$1 == \"gfx_target_version\" && $2 > 0 { printf \"gfx%d%x%x\\n\", $2 / 10000, "
@@ -195,16 +194,37 @@ def install_lines(base_url: str, dir_name: str) -> tuple[str, str]:
 
 
 def which_index_line(base_url: str) -> str:
-    """``rocm-bake which-index``, pointed at this site when it is not the default one."""
-    base = base_url.rstrip("/")
-    return "rocm-bake which-index" + ("" if base == DEFAULT_BASE_URL else f" --index-base {base}")
+    """``rocm-bake which-index`` pointed at this site: always named (a reader's checkout may be another fork)."""
+    return f"rocm-bake which-index --index-base {base_url.rstrip('/')}"
+
+
+def safe_link(url: str | None) -> str | None:
+    """``url`` if a page may link to it: https, or plain http to loopback; None otherwise.
+
+    A summary is read back from gh-pages, where anyone with push access can
+    write it: a ``javascript:`` or ``data:`` "release" link would run in every
+    reader's browser (B11d), and plain http off this host can be swapped.
+    """
+    from urllib.parse import urlsplit
+
+    from rocm_bake.http_waits import is_loopback
+
+    if not url or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return None
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return url
+    if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
+        return url
+    return None
 
 
 def _row(s: ListedIndex, base_url: str, date_label: str) -> str:
     esc = html.escape
     pip, uv = install_lines(base_url, s.dir_name)
-    release = (f'<a href="{esc(s.release_url)}">{esc(s.release_tag or "release")}</a>'
-               if s.release_url else esc(s.release_tag or "—"))
+    link = safe_link(s.release_url)
+    release = (f'<a href="{esc(link)}">{esc(s.release_tag or "release")}</a>'
+               if link else esc(s.release_tag or "—"))
     kind = "fat build: one set of wheels for all of these" if len(s.arches) > 1 else "one architecture"
     count = str(s.wheel_count) if s.wheel_count >= 0 else "not recorded"
     return (

@@ -33,6 +33,7 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.http_waits import (
     DEFAULT_TIMEOUT_S,
     describe,
+    hopeless,
     http_timeout,
     is_loopback,
     redact,
@@ -382,7 +383,8 @@ class RegistryClient:
     # -- transport -------------------------------------------------------
 
     def _transport_failure(self, exc: httpx.TransportError) -> Retryable:
-        """A retryable failure, except an untrusted certificate: retrying cannot fix that, so say what will."""
+        """A retryable failure, except what retrying cannot fix: an untrusted certificate (say what will), a DNS
+        failure, a refused connection or another TLS error (each named at once)."""
         untrusted = untrusted_certificate(exc)
         if untrusted is not None:
             raise RocmBakeError(
@@ -390,6 +392,9 @@ class RegistryClient:
                 f"set SSL_CERT_FILE to a bundle holding its CA (for the local registry, `make registry` writes "
                 f".rocm-bake/tls/bundle.pem)"
             ) from None
+        named = hopeless(exc)
+        if named is not None:
+            raise RocmBakeError(f"registry {self.registry}: {named}") from None
         return Retryable(describe(exc, self.timeout_s), timed_out=isinstance(exc, httpx.TimeoutException))
 
     @staticmethod

@@ -30,7 +30,6 @@ import os
 import re
 import shutil
 import tarfile
-import tempfile
 import uuid
 import zlib
 from pathlib import Path
@@ -519,7 +518,9 @@ def _fetch(
     check_writable(out)  # an unchanged fetch above writes nothing, so a read-only DIST is fine there
     try:
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=root))
+        # mkdir, not mkdtemp (0700): the directory follows the umask like everything else served (D7)
+        tmp = root / f".tmp-{out.name}-{uuid.uuid4().hex[:8]}"
+        os.mkdir(tmp)
     except OSError as exc:
         raise cannot_write(root, exc) from None
     try:
