@@ -147,3 +147,37 @@ def free_port_registry(tmp: Path, tls: RegistryTls | None = None) -> Iterator[st
     from tests.registry_fixtures import running_registry
 
     yield from running_registry(tmp, tls)
+
+
+# -- Module fixtures the plain-http engine tests share (test_lifecycle.py runs its own over TLS) --------------
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A loopback docker-registry of the module's own, on a free port."""
+    yield from free_port_registry(tmp_path_factory.mktemp("registry"))
+
+
+@pytest.fixture(scope="module")
+def buildkit(tmp_path_factory: pytest.TempPathFactory, registry: str) -> Iterator[BuildKit]:
+    """A private buildkitd that may push to ``registry``, registered in a private BUILDX_CONFIG."""
+    kit = start_buildkit(tmp_path_factory.mktemp("buildkit"), [registry])
+    try:
+        yield kit
+    finally:
+        stop_buildkit(kit)
+
+
+@pytest.fixture(scope="module")
+def base_ref(registry: str, buildkit: BuildKit) -> str:
+    """The demo base (dockerfiles/demo/base.py: debootstrap, pushed FROM scratch) in ``registry``."""
+    sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
+    import base as demo_base  # dockerfiles/demo/base.py, the code `make demo-base` runs
+
+    env = os.environ.copy()
+    os.environ.update(buildkit.env())
+    try:
+        return demo_base.push_base(registry, buildkit.builder, str(TOOLS_BIN / "buildx"))
+    finally:
+        os.environ.clear()
+        os.environ.update(env)

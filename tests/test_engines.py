@@ -25,12 +25,12 @@ import sys
 import tarfile
 import tomllib
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.engine_fixtures import BuildKit, engine, free_port_registry, start_buildkit, stop_buildkit
+from tests.engine_fixtures import BuildKit, engine
+from tests.engine_fixtures import buildkit, registry  # noqa: F401  (module fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -159,20 +159,6 @@ def test_python_program_runs_offline_on_the_real_engine(tmp_path: Path) -> None:
 
 
 # -- BuildKit through buildx -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from free_port_registry(tmp_path_factory.mktemp("registry"))
-
-
-@pytest.fixture(scope="module")
-def buildkit(tmp_path_factory: pytest.TempPathFactory, registry: str) -> Iterator[BuildKit]:
-    kit = start_buildkit(tmp_path_factory.mktemp("engines-bk"), [registry])
-    try:
-        yield kit
-    finally:
-        stop_buildkit(kit)
 
 
 def buildx_build(kit: BuildKit, context: Path, ref: str) -> None:

@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,19 +25,14 @@ import yaml
 
 from tests.ssh_fixtures import SshNode, ssh_node  # noqa: F401  (pytest fixture)
 from tests.engine_fixtures import (
-    ROOT,
     BuildKit,
     PulumiProject,
     copy_project,
     engine,
-    free_port_registry,
     project_env,
-    start_buildkit,
-    stop_buildkit,
 )
+from tests.engine_fixtures import base_ref, buildkit, registry  # noqa: F401  (module fixtures)
 
-sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
-import base as demo_base  # noqa: E402  (dockerfiles/demo/base.py: the demo base image)
 
 STACK = "demo-gfx1201"
 NODE = "fake-navi"
@@ -77,29 +71,6 @@ class Node:
 
     def ran(self) -> list[str]:
         return self.runs.read_text().splitlines()
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from free_port_registry(tmp_path_factory.mktemp("registry"))
-
-
-@pytest.fixture(scope="module")
-def buildkit(tmp_path_factory: pytest.TempPathFactory, registry: str) -> Iterator[BuildKit]:
-    kit = start_buildkit(tmp_path_factory.mktemp("buildkit"), [registry])
-    yield kit
-    stop_buildkit(kit)
-
-
-@pytest.fixture(scope="module")
-def base_ref(registry: str, buildkit: BuildKit) -> str:
-    env = os.environ.copy()
-    os.environ.update(buildkit.env())
-    try:
-        return demo_base.push_base(registry, buildkit.builder, str(ROOT / ".tools" / "bin" / "buildx"))
-    finally:
-        os.environ.clear()
-        os.environ.update(env)
 
 
 @pytest.fixture(scope="module")

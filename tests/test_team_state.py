@@ -23,7 +23,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,14 +36,10 @@ from tests.engine_fixtures import (
     PulumiProject,
     copy_project,
     engine,
-    free_port_registry,
     project_env,
-    start_buildkit,
-    stop_buildkit,
 )
+from tests.engine_fixtures import base_ref, buildkit, registry  # noqa: F401  (module fixtures)
 
-sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
-import base as demo_base  # noqa: E402  (dockerfiles/demo/base.py: the demo base image)
 import state_server  # noqa: E402  (tools/state_server.py, on sys.path through engine_fixtures: make state-server's code)
 
 #: A name no other backend on this machine holds, so "no checkpoint elsewhere" is exact.
@@ -54,29 +49,6 @@ BUCKET = "team-state"
 LOCK_MESSAGE = ("the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or "
                 "delete the lock file with `pulumi cancel`.")
 TRITON_DOCKERFILE = Path("dockerfiles/demo/triton-wheel.Dockerfile")
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from free_port_registry(tmp_path_factory.mktemp("registry"))
-
-
-@pytest.fixture(scope="module")
-def buildkit(tmp_path_factory: pytest.TempPathFactory, registry: str) -> Iterator[BuildKit]:
-    kit = start_buildkit(tmp_path_factory.mktemp("buildkit"), [registry])
-    yield kit
-    stop_buildkit(kit)
-
-
-@pytest.fixture(scope="module")
-def base_ref(registry: str, buildkit: BuildKit) -> str:
-    env = os.environ.copy()
-    os.environ.update(buildkit.env())
-    try:
-        return demo_base.push_base(registry, buildkit.builder, str(ROOT / ".tools" / "bin" / "buildx"))
-    finally:
-        os.environ.clear()
-        os.environ.update(env)
 
 
 @pytest.fixture(scope="module")
