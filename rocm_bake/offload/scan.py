@@ -321,6 +321,26 @@ def _names_from(table: bytes, sections: list[SectionHeader]) -> dict[int, str]:
     return names
 
 
+def _walk_sections(src: ForwardSource | StoredSource, sections: list[SectionHeader], names: dict[int, str],
+                   size: int, where: Where) -> list[Source]:
+    """Walk each named ``.hip_fatbin`` section from its own start, bundle by bundle (one budget for all)."""
+    budget = _Budget(where)
+    sources: list[Source] = []
+    for name, sec in _fatbin_sections(sections, names, size, where):
+        swhere = where.within(name)
+        end = sec.offset + sec.size
+        cands: list[Candidate] = []
+        pos = sec.offset
+        while (hit := src.find(pos, end)) is not None:
+            cand = budget.keep(parse_candidate(src, hit.offset, hit.ccob, end - hit.offset))
+            cands.append(cand)
+            if cand.error is not None or not cand.extent:
+                break  # an error is raised by _walk; an unknown end stops the walk
+            pos = hit.offset + cand.extent
+        sources.extend(_walk(cands, swhere, sec.offset, sec.size))
+    return sources
+
+
 def _rescan(reopen: Callable[[], ForwardSource], sections: list[SectionHeader], strtab: SectionHeader,
             names: dict[int, str] | None, size: int, where: Where) -> list[Source]:
     """Walk only the ``.hip_fatbin`` sections, now that the section table is known (B10i).
@@ -337,20 +357,7 @@ def _rescan(reopen: Callable[[], ForwardSource], sections: list[SectionHeader], 
         src.finish()
         names = _names_from(bytes(table), sections)
     src = reopen()
-    budget = _Budget(where)
-    sources: list[Source] = []
-    for name, sec in _fatbin_sections(sections, names, size, where):
-        swhere = where.within(name)
-        end = sec.offset + sec.size
-        cands: list[Candidate] = []
-        pos = sec.offset
-        while (hit := src.find(pos, end)) is not None:
-            cand = budget.keep(parse_candidate(src, hit.offset, hit.ccob, end - hit.offset))
-            cands.append(cand)
-            if cand.error is not None or not cand.extent:
-                break  # an error is raised by _walk; an unknown end stops the walk
-            pos = hit.offset + cand.extent
-        sources.extend(_walk(cands, swhere, sec.offset, sec.size))
+    sources = _walk_sections(src, sections, names, size, where)
     src.finish()
     return sources
 
@@ -449,18 +456,4 @@ def scan_stored(src: StoredSource, where: Where) -> list[Source]:
             raw = src.read_at(strtab.offset + sec.name_offset, min(64, strtab.size - sec.name_offset))
             if raw.startswith(FATBIN_SECTION):
                 names[sec.name_offset] = _name(raw)
-    sources: list[Source] = []
-    budget = _Budget(where)
-    for name, sec in _fatbin_sections(sections, names, src.size, where):
-        swhere = where.within(name)
-        end = sec.offset + sec.size
-        cands: list[Candidate] = []
-        pos = sec.offset
-        while (hit := src.find(pos, end)) is not None:
-            cand = budget.keep(parse_candidate(src, hit.offset, hit.ccob, end - hit.offset))
-            cands.append(cand)
-            if cand.error is not None or not cand.extent:
-                break  # an error is raised by _walk; an unknown end stops the walk
-            pos = hit.offset + cand.extent
-        sources.extend(_walk(cands, swhere, sec.offset, sec.size))
-    return sources
+    return _walk_sections(src, sections, names, src.size, where)
