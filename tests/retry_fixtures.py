@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import threading
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -23,3 +25,31 @@ def no_waits() -> Iterator[io.StringIO]:
         yield captured
     progress.set_stream(None)
     progress.set_quiet(quiet)
+
+
+@pytest.fixture
+def hung_server() -> Iterator[str]:
+    """host:port of a server that accepts every connection and never sends a byte."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                held.append(conn)
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import io
 import socket
-import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,39 +16,13 @@ from rocm_bake.publish.github import GitHubClient, GitHubEndpoints
 from rocm_bake.registry.client import RegistryClient
 from tests.fake_github import FakeGitHub
 from tests.publish_fixtures import gh, make_client, no_waits  # noqa: F401 - fixtures
+from tests.retry_fixtures import hung_server  # noqa: F401 - fixture
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """host:port that accepts and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    server.close()
 
 
 def github_error(api_url: str, **kw) -> str:
@@ -79,8 +51,8 @@ def test_github_tls_error_is_named(gh: FakeGitHub, no_waits: io.StringIO) -> Non
     assert f"TLS error talking to 127.0.0.1:{port}" in message and "degraded" not in message
 
 
-def test_github_timeout_is_named(silent_server: str, no_waits: io.StringIO) -> None:
-    message = github_error(f"http://{silent_server}", timeout=0.3)
+def test_github_timeout_is_named(hung_server: str, no_waits: io.StringIO) -> None:
+    message = github_error(f"http://{hung_server}", timeout=0.3)
     assert "no answer in 0.3 s (timed out" in message and "degraded" not in message
 
 

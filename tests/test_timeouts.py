@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import io
 import os
-import socket
-import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,35 +19,7 @@ from rocm_bake.http_waits import retry_after_seconds
 from rocm_bake.publish.github import GitHubClient, GitHubEndpoints
 from rocm_bake.registry.client import RegistryClient, parse_ref
 
-from tests.retry_fixtures import no_waits  # noqa: F401 - fixture
-
-
-@pytest.fixture
-def hung_server() -> Iterator[str]:
-    """host:port of a server that accepts every connection and never sends a byte."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-                held.append(conn)
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    server.close()
+from tests.retry_fixtures import hung_server, no_waits  # noqa: F401 - fixtures
 
 
 def test_github_client_gives_up_on_a_hung_api_within_the_bound(hung_server: str, no_waits: io.StringIO) -> None:
