@@ -15,29 +15,17 @@ business (``rocm_bake.manifests.Fleet``): this module imports no manifest.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from rocm_bake.errors import RocmBakeError
-
-if TYPE_CHECKING:
-    from pydantic import GetCoreSchemaHandler
-    from pydantic_core import CoreSchema
-
-#: Shape of an LLVM AMDGPU processor name: lower-case ``gfx``, a major
-#: version, then two more characters (hex digits: gfx90a is a real part).
-ARCH_PATTERN = re.compile(r"^gfx(?:9[0-9a-f]{2}|1[0-9]{3})$")
-
-#: The processors this tool knows how to build for. An unknown but
-#: well-formed name is refused too: a typo (gfx951) must not start a
-#: multi-hour build for a card that does not exist.
-KNOWN_ARCHES: frozenset[str] = frozenset(
-    {
-        "gfx908", "gfx90a", "gfx942", "gfx950",
-        "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151",
-        "gfx1200", "gfx1201", "gfx1250", "gfx1251",
-    }
+from rocm_bake.archset import (  # noqa: F401 - re-exported until every caller imports rocm_bake.archset
+    ARCH_PATTERN,
+    KNOWN_ARCHES,
+    Arch,
+    ArchError,
+    _ParsedStr,
+    _shown,
+    sorted_arches,
 )
 
 #: Upstream LLVM gates ``amdgpu-sched-strategy=coexec`` on these two together.
@@ -45,72 +33,6 @@ SCHED_COEXEC_ARCHES: frozenset[str] = frozenset({"gfx950", "gfx1250"})
 
 #: AITER PREBUILD_KERNELS levels this build knows about.
 PREBUILD_LEVELS: frozenset[int] = frozenset({0, 1, 2})
-
-#: Longest value shown back in an error: a hostile megabyte of input is not echoed whole.
-_SHOWN = 80
-
-
-class ArchError(RocmBakeError, ValueError):
-    """A bad arch value. A ``ValueError`` too, so pydantic reports it under the field (the config key)."""
-
-
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "…")
-
-
-def sorted_arches(arches: frozenset[str] | set[str] | list[str] | tuple[str, ...]) -> list[str]:
-    """Sort arch names numerically (gfx950 before gfx1030)."""
-    return sorted(arches, key=lambda a: (len(a), a))
-
-
-class _ParsedStr(str):
-    """A ``str`` whose constructor validates; pydantic validates a field of this type the same way."""
-
-    __slots__ = ()
-
-    @classmethod
-    def _check(cls, value: str) -> None:  # pragma: no cover - each subtype defines its rule
-        raise NotImplementedError
-
-    def __new__(cls, value: str) -> Any:
-        if type(value) is cls:  # already parsed: no second validation
-            return value
-        if not isinstance(value, str):
-            raise ArchError(f"expected an architecture name as a string, got {type(value).__name__}")
-        cls._check(value)
-        return super().__new__(cls, value)
-
-    @classmethod
-    def _trusted(cls, value: str) -> Any:
-        """Wrap a value already validated as part of a larger one (never user input)."""
-        return str.__new__(cls, value)
-
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: "GetCoreSchemaHandler") -> "CoreSchema":
-        from pydantic_core import core_schema
-
-        return core_schema.no_info_plain_validator_function(
-            cls, serialization=core_schema.plain_serializer_function_ser_schema(str)
-        )
-
-
-class Arch(_ParsedStr):
-    """One known, well-formed AMDGPU processor name, e.g. ``gfx950``."""
-
-    __slots__ = ()
-
-    @classmethod
-    def _check(cls, name: str) -> None:
-        if not name:
-            raise ArchError("empty architecture name: expected e.g. gfx950")
-        if not ARCH_PATTERN.match(name):
-            hint = f" (did you mean {name.lower()}?)" if ARCH_PATTERN.match(name.lower()) else ""
-            raise ArchError(
-                f"malformed architecture name {_shown(name)}: expected an AMDGPU processor "
-                f"like gfx950 or gfx1201 (lower-case gfx + 3 or 4 digits){hint}"
-            )
-        if name not in KNOWN_ARCHES:
-            raise ArchError(f"unknown architecture {name!r}: known are {', '.join(sorted_arches(KNOWN_ARCHES))}")
 
 
 class RocmArch(_ParsedStr):
@@ -124,13 +46,14 @@ class RocmArch(_ParsedStr):
     __slots__ = ()
 
     @classmethod
-    def _check(cls, value: str) -> None:
+    def _normalised(cls, value: str) -> str:
         if not value or not value.strip():
             raise ArchError("empty PYTORCH_ROCM_ARCH: expected e.g. gfx950 or 'gfx950;gfx1201'")
         arches = [Arch(part) for part in value.split(";")]
         dupes = sorted({a for a in arches if arches.count(a) > 1})
         if dupes:
             raise ArchError(f"PYTORCH_ROCM_ARCH {_shown(value)} lists {', '.join(dupes)} more than once")
+        return value
 
     @property
     def arches(self) -> tuple[Arch, ...]:

@@ -133,8 +133,8 @@ def test_a_parsed_value_is_not_validated_again(monkeypatch):
     fleet = load_fleet()  # the manifest's own arches are parsed at its edge, here
     calls = []
     for kind in (Arch, RocmArch):
-        original = kind.__dict__["_check"].__func__
-        monkeypatch.setattr(kind, "_check", classmethod(lambda cls, v, o=original: (calls.append(v), o(cls, v))[1]))
+        original = kind.__dict__["_normalised"].__func__
+        monkeypatch.setattr(kind, "_normalised", classmethod(lambda cls, v, o=original: (calls.append(v), o(cls, v))[1]))
     policy = arch_policy(rocm, prebuild_kernels=1)
     assert parse_rocm_arch(rocm) == ["gfx950", "gfx1201"] and validate_arch(arch) is arch
     assert fleet.coverage(policy.arch).fleet_nodes == ["snoc-navi"] and fleet.nodes_for(arch) == ["snoc-strix"]
