@@ -153,8 +153,8 @@ def test_the_stack_pipeline_parses_the_arch_once(monkeypatch):
     targets, fleet = load_targets(), load_fleet()  # the manifests' own arches parse at their edge
     calls = []
     for kind in (Arch, RocmArch):
-        original = kind.__dict__["_check"].__func__
-        monkeypatch.setattr(kind, "_check", classmethod(lambda cls, v, o=original: (calls.append(v), o(cls, v))[1]))
+        original = kind.__dict__["_normalised"].__func__
+        monkeypatch.setattr(kind, "_normalised", classmethod(lambda cls, v, o=original: (calls.append(v), o(cls, v))[1]))
     config = load_stack_config("fat-gfx950-gfx1201")
     assert calls == ["gfx950;gfx1201", "gfx950", "gfx1201"]  # once, at the edge
     calls.clear()
