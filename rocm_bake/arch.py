@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from rocm_bake.archset import (  # noqa: F401 - re-exported until every caller imports rocm_bake.archset
     ARCH_PATTERN,
+    ArchSet,
     KNOWN_ARCHES,
     Arch,
     ArchError,
@@ -83,7 +84,7 @@ def validate_arch(name: str) -> Arch:
 
 def parse_rocm_arch(value: str) -> list[Arch]:
     """Split a PYTORCH_ROCM_ARCH value (``;``-list) into validated arch names (free for a ``RocmArch``)."""
-    return list(RocmArch(value).arches)
+    return list(ArchSet(value).arches)
 
 
 def is_rdna4(rocm_arch: str) -> bool:
@@ -139,7 +140,7 @@ class ArchPolicy(BaseModel):
     (``Fleet.coverage``), and the fleet changes without the build changing.
     """
 
-    arch: RocmArch
+    arch: ArchSet
     arches: list[Arch]
     is_rdna4: bool
     use_ck_sdpa_gfx12: bool
@@ -148,14 +149,14 @@ class ArchPolicy(BaseModel):
     rocm_prune_keep: list[str]
 
 
-def arch_policy(rocm_arch: RocmArch | str, prebuild_kernels: int | None = None) -> ArchPolicy:
+def arch_policy(rocm_arch: ArchSet | str, prebuild_kernels: int | None = None) -> ArchPolicy:
     """Compute the policy for ``rocm_arch`` (one arch or a fat ``;``-list).
 
     ``sched_coexec`` holds only when every arch in the build has it, since
     the flag is passed once for the whole compile. A ``RocmArch`` is taken as
     it is; a plain string (a CLI argument) is parsed here, once.
     """
-    rocm = RocmArch(rocm_arch)
+    rocm = ArchSet(rocm_arch)
     arches = rocm.arches
     rdna4 = is_rdna4(rocm)
     return ArchPolicy(

@@ -8,7 +8,7 @@ each field's alias is its camelCase key (``pytorch_rocm_arch`` is
 a JSON object) become typed values through pydantic's own conversions.
 
 The arch value is parsed once, here: ``pytorch_rocm_arch`` is a
-``RocmArch``, and everything downstream takes it as it is.
+``ArchSet``, and everything downstream takes it as it is.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Dis
 from pydantic import ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
-from rocm_bake.arch import Arch, ArchPolicy, RocmArch, arch_policy, check_prebuild_kernels
+from rocm_bake.arch import ArchPolicy, arch_policy, check_prebuild_kernels
+from rocm_bake.archset import Arch, ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.http_waits import check_service_url
 from rocm_bake.manifests import RepoPath, read_yaml
@@ -130,7 +131,7 @@ class StackConfig(BaseModel):
         extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
     )
     stack: str
-    pytorch_rocm_arch: RocmArch
+    pytorch_rocm_arch: ArchSet
     rocm_version: str = Field(default="10.1.0", pattern=r"^\d+\.\d+\.\d+$")
     registry: Registry = "127.0.0.1:5000"
     repository: str = Field(default="rocm-bake", pattern=r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
@@ -206,7 +207,7 @@ class StackConfig(BaseModel):
     @property
     def arch_label(self) -> str:
         """The arch part of tags and cache refs (``gfx950`` or ``gfx950_gfx1201``)."""
-        return self.pytorch_rocm_arch.label
+        return self.pytorch_rocm_arch.tag_suffix
 
     @property
     def image_tag(self) -> str:
@@ -216,7 +217,7 @@ class StackConfig(BaseModel):
     @property
     def index_name(self) -> str:
         """The index directory, release and gh-pages folder name: ``gfx950`` or ``gfx950-gfx1201``."""
-        return self.pytorch_rocm_arch.index_name
+        return self.pytorch_rocm_arch.dir_name
 
     @property
     def effective_cache_arch(self) -> str:

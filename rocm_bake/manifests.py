@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rocm_bake.arch import Arch, RocmArch
+from rocm_bake.archset import Arch, ArchSet
 from rocm_bake.errors import RocmBakeError
 
 #: manifests/ at the repository root (the package lives beside it).
@@ -95,13 +95,13 @@ class Fleet(BaseModel):
         """Names of nodes holding a GPU of ``arch`` (empty: cross-compile only). A lookup, not a validation."""
         return [n.name for n in self.nodes if arch in n.gpus]
 
-    def coverage(self, rocm_arch: RocmArch | str) -> FleetCoverage:
+    def coverage(self, rocm_arch: ArchSet | str) -> FleetCoverage:
         """The nodes that hold any arch of a build, and whether it is GPU-testable.
 
         A fat build is GPU-testable only when every arch in it has a node: an
         untested code object is not covered just because its neighbour is.
         """
-        arches = RocmArch(rocm_arch).arches
+        arches = ArchSet(rocm_arch).arches
         return FleetCoverage(
             fleet_nodes=sorted({n for a in arches for n in self.nodes_for(a)}),
             gpu_testable=all(self.nodes_for(a) for a in arches),

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake.arch import Arch, ArchError, RocmArch, arch_policy, check_prebuild_kernels, is_rdna4, parse_rocm_arch
 from rocm_bake.arch import validate_arch
 from rocm_bake.errors import RocmBakeError
@@ -128,11 +129,11 @@ def test_a_parsed_value_is_proof_and_stays_a_string():
 
 def test_a_parsed_value_is_not_validated_again(monkeypatch):
     """Parse once at the edge: functions handed an Arch/RocmArch do not re-check it."""
-    rocm = RocmArch("gfx950;gfx1201")
+    rocm = ArchSet("gfx950;gfx1201")
     arch = Arch("gfx1151")
     fleet = load_fleet()  # the manifest's own arches are parsed at its edge, here
     calls = []
-    for kind in (Arch, RocmArch):
+    for kind in (Arch, ArchSet):
         original = kind.__dict__["_normalised"].__func__
         monkeypatch.setattr(kind, "_normalised", classmethod(lambda cls, v, o=original: (calls.append(v), o(cls, v))[1]))
     policy = arch_policy(rocm, prebuild_kernels=1)

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from rocm_bake.arch import Arch, RocmArch
+from rocm_bake.archset import Arch, ArchSet
 from rocm_bake.config import KEYS, STACKS_DIR, StackConfig, load_stack_config, read_stack_file, stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
 
@@ -82,7 +82,7 @@ def test_keys_are_the_models_aliases_and_pulumi_strings_convert():
     }, "test")
     assert (config.push, config.prebuild_kernels, config.targets) == (False, 2, ["torch", "vllm"])
     assert config.build_args == {"ROCM_IMAGE": "r.example/rocm:1"}
-    assert type(config.pytorch_rocm_arch) is RocmArch and config.arch_label == "gfx950_gfx942"
+    assert type(config.pytorch_rocm_arch) is ArchSet and config.arch_label == "gfx950_gfx942"
     # Python callers may use field names; a stack file only the keys
     assert StackConfig(stack="s", pytorch_rocm_arch="gfx950").registry == "127.0.0.1:5000"
     with pytest.raises(RocmBakeError, match="unknown config key 'rocm-bake:pytorch_rocm_arch'"):
@@ -152,7 +152,7 @@ def test_the_stack_pipeline_parses_the_arch_once(monkeypatch):
 
     targets, fleet = load_targets(), load_fleet()  # the manifests' own arches parse at their edge
     calls = []
-    for kind in (Arch, RocmArch):
+    for kind in (Arch, ArchSet):
         original = kind.__dict__["_normalised"].__func__
         monkeypatch.setattr(kind, "_normalised", classmethod(lambda cls, v, o=original: (calls.append(v), o(cls, v))[1]))
     config = load_stack_config("fat-gfx950-gfx1201")
