@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake.cli import main
 from rocm_bake.commands import which_index as wi
 from rocm_bake.errors import RocmBakeError
@@ -311,12 +312,13 @@ def test_configured_indexes_are_the_shipped_non_demo_stacks(tmp_path: Path) -> N
 
     configured = wi.configured_indexes()
     shipped = {p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml")}
-    assert {"-".join(a) for a in configured} == {s.removeprefix("fat-") for s in shipped if not s.startswith("demo-")}
-    assert ("gfx950", "gfx1201") in configured  # declared order, not sorted
-    for (arch,) in (a for a in configured if len(a) == 1):
+    assert all(isinstance(a, ArchSet) for a in configured)
+    assert {a.dir_name for a in configured} == {s.removeprefix("fat-") for s in shipped if not s.startswith("demo-")}
+    assert ("gfx950", "gfx1201") in [a.arches for a in configured]  # declared order, not sorted
+    for (arch,) in (a.arches for a in configured if not a.is_fat):
         assert wi.nearest_compatible(arch, [arch]) is None  # itself is native, not "nearest"
     result = result_for(sysfs(tmp_path, [0, 120500]))
-    assert result.choices[0].native == (("gfx1250",) in configured)
+    assert result.choices[0].native == ("gfx1250" in configured)
 
 
 def test_no_gpu_anywhere(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from rocm_bake.arch import sorted_arches
+from rocm_bake.archset import Arch, ArchSet, sorted_arches
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu import Detection, Gpu, RocminfoRunner, detect_gpus, run_rocminfo
 from rocm_bake.offload import GENERIC_COVERS
@@ -33,7 +33,7 @@ class Choice(BaseModel):
     gpus: list[str]
     #: ROCm's device ordinals of these GPUs (the order the runtime enumerates them: KFD node order).
     devices: list[int] = []
-    index_arch: str | None
+    index_arch: Arch | None
     native: bool
     reason: str
     install: str | None
@@ -78,41 +78,41 @@ def uv_install_line(index_base: str, dir_name: str) -> str:
     return f'uv pip install --index {index_base}/{dir_name}/ --default-index {PYPI} "rocm-torch[device-{dir_name}]"'
 
 
-def configured_indexes(stacks_dir: Path | None = None) -> list[tuple[str, ...]]:
-    """Every configured index's arches, in the stack's declared order (``stacks/Pulumi.*.yaml``).
+def configured_indexes(stacks_dir: Path | None = None) -> list[ArchSet]:
+    """Every configured index's arch set, arches in the stack's declared order (``stacks/Pulumi.*.yaml``).
 
     A stack's ``rocm-bake:pytorchRocmArch`` (``gfx950;gfx1201`` for a fat
     stack), or its name when the key is absent, as everywhere else. Demo
     stacks (``demo-*``) are left out: they build stand-in wheels into local
     indexes and are never published at the public URL this command prints.
+    The stack file's value is an edge: it is parsed into an ``ArchSet`` here, once.
     """
     from rocm_bake.config import STACKS_DIR, read_stack_file
-    from rocm_bake.index.target import IndexTarget
 
     root = stacks_dir or STACKS_DIR
     paths = sorted(root.glob("Pulumi.*.yaml"))
     if not paths:
         raise RocmBakeError(f"{root}: no stacks/Pulumi.*.yaml here; which-index reads the configured indexes "
                             f"from a rocm-bake checkout's stack files")
-    found: list[tuple[str, ...]] = []
+    found: list[ArchSet] = []
     for path in paths:
         stack = path.name[len("Pulumi."):-len(".yaml")]
         if stack.startswith(DEMO_PREFIX):
             continue
         value = read_stack_file(stack, root).get("rocm-bake:pytorchRocmArch") or stack
         try:
-            arches = IndexTarget.parse(str(value)).arches
+            arch_set = ArchSet(str(value))
         except RocmBakeError as exc:
             raise RocmBakeError(f"{path}: rocm-bake:pytorchRocmArch {str(value)[:80]!r}: {exc}") from None
-        if arches not in found:
-            found.append(arches)
-    return sorted(found, key=lambda arches: (len(arches), [(len(a), a) for a in arches]))
+        if arch_set not in found:
+            found.append(arch_set)
+    return sorted(found, key=lambda s: (len(s.arches), [(len(a), a) for a in s.arches]))
 
 
-def covering(host_arches: set[str], fat: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+def covering(host_arches: set[str], configured: list[ArchSet]) -> ArchSet | None:
     """The smallest configured fat index whose arches include every arch on this host."""
-    candidates = [arches for arches in fat if len(arches) > 1 and host_arches <= set(arches)]
-    return min(candidates, key=len) if candidates else None
+    candidates = [s for s in configured if s.is_fat and host_arches <= set(s.arches)]
+    return min(candidates, key=lambda s: len(s.arches)) if candidates else None
 
 
 def pin_env(devices: list[int]) -> dict[str, str]:
@@ -144,7 +144,7 @@ def _generic_of(arch: str) -> str | None:
     return None
 
 
-def nearest_compatible(gpu_arch: str, supported: list[str]) -> str | None:
+def nearest_compatible(gpu_arch: str, supported: list[Arch]) -> Arch | None:
     """A built arch whose ISA matches ``gpu_arch``'s closely enough to name, or None.
 
     Conservative on purpose ("never guesses across families"): the same gfx
@@ -163,13 +163,16 @@ def nearest_compatible(gpu_arch: str, supported: list[str]) -> str | None:
     return min(candidates)[1] if candidates else None
 
 
-def choose(gpu_arch: str, gpus: list[Gpu], supported: list[str], index_base: str) -> Choice:
+def choose(gpu_arch: str, gpus: list[Gpu], supported: list[Arch], index_base: str) -> Choice:
+    """The index for the GPUs of one detected processor (``gpu_arch``: KFD's name, which may be an arch
+    this project does not know, so a plain ``str``), among the single-arch indexes ``supported``."""
     where = [f"{g.source} {g.node}" for g in gpus]
-    if gpu_arch in supported:
+    native = next((arch for arch in supported if arch == gpu_arch), None)
+    if native is not None:
         return Choice(
-            gpu_arch=gpu_arch, gpus=where, index_arch=gpu_arch, native=True,
-            reason=f"{gpu_arch} is built by this project", install=install_line(index_base, gpu_arch),
-            install_uv=uv_install_line(index_base, gpu_arch),
+            gpu_arch=gpu_arch, gpus=where, index_arch=native, native=True,
+            reason=f"{gpu_arch} is built by this project", install=install_line(index_base, native),
+            install_uv=uv_install_line(index_base, native),
         )
     near = nearest_compatible(gpu_arch, supported)
     if near is None:
@@ -195,15 +198,15 @@ def choose(gpu_arch: str, gpus: list[Gpu], supported: list[str], index_base: str
     )
 
 
-def which_index(detection: Detection, configured: list[tuple[str, ...]], index_base: str) -> WhichIndex:
+def which_index(detection: Detection, configured: list[ArchSet], index_base: str) -> WhichIndex:
     """Map detected GPUs to indexes: one fat index that covers them all, else one per distinct arch.
 
-    ``configured`` is every configured index's arches (one arch, or a fat
+    ``configured`` is every configured index's arch set (one arch, or a fat
     stack's in declared order). A host whose GPUs are all of one arch gets
     that arch's index; a fat index is chosen when the host has several arches
     (or its one arch has no index of its own) and the fat build covers every one.
     """
-    supported = sorted_arches([arches[0] for arches in configured if len(arches) == 1])
+    supported = sorted((s.arches[0] for s in configured if not s.is_fat), key=lambda a: (len(a), a))
     by_arch: dict[str, list[Gpu]] = {}
     devices: dict[str, list[int]] = {}
     for ordinal, gpu in enumerate(detection.gpus):
@@ -213,7 +216,7 @@ def which_index(detection: Detection, configured: list[tuple[str, ...]], index_b
     choices = [choose(a, by_arch[a], supported, index_base) for a in host]
     for choice in choices:
         choice.devices = devices[choice.gpu_arch]
-    names = ["-".join(arches) for arches in configured]
+    names = [s.dir_name for s in configured]
     if not detection.gpus:
         return WhichIndex(detection=detection, choices=choices, multi_arch=False, configured=names,
                           message=f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})",
@@ -221,14 +224,14 @@ def which_index(detection: Detection, configured: list[tuple[str, ...]], index_b
     multi = len(host) > 1
     fat = covering(set(host), configured)
     if fat is not None and (multi or not choices[0].native):
-        name = "-".join(fat)
+        name = fat.dir_name
         what = (f"GPUs of {len(host)} arches ({', '.join(host)})" if multi
                 else f"{host[0]} GPUs, which have no index of their own")
         return WhichIndex(
             detection=detection, choices=choices, multi_arch=multi, configured=names, covering_index=name,
             install=install_line(index_base, name), install_uv=uv_install_line(index_base, name),
             message=(f"this host has {what}; the fat-build index {name} carries code objects for "
-                     f"{', '.join(fat)} in one set of wheels: install that one"),
+                     f"{', '.join(fat.arches)} in one set of wheels: install that one"),
         )
     if not multi:
         usable = choices[0].index_arch
