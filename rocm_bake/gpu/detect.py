@@ -8,8 +8,11 @@ install; ``rocminfo`` is the fallback when that tree is absent.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -63,6 +66,22 @@ MAX_PROPERTIES_BYTES = 64 << 10
 _BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
+def _kind(path: Path) -> int | str:
+    """``path``'s file type (``stat.S_IFMT``, symlinks followed), or why it has none, in words.
+
+    ``is_file()``/``is_dir()`` say False for a missing file, a symlink loop
+    and an unreadable one alike; the error must say which it is.
+    """
+    try:
+        return stat.S_IFMT(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        return f"cannot be read: {exc.strerror or exc}"
+
+
 def _read_sysfs_text(path: Path) -> str:
     """A small sysfs text file, or a clear error naming it.
 
@@ -96,9 +115,16 @@ def _target_versions(text: str) -> list[str]:
 
 def _read_node(node: Path) -> Gpu | None:
     """The GPU of one KFD node, None for a CPU node; a node that cannot be read raises, naming why."""
+    kind = _kind(node)
+    if kind != stat.S_IFDIR:
+        raise RocmBakeError(f"{node}: {kind if isinstance(kind, str) else 'not a directory'}, not a KFD node")
     props_file = node / "properties"
-    if not props_file.is_file():
+    kind = _kind(props_file)
+    if kind == "missing":
         raise RocmBakeError(f"{props_file}: missing (every KFD node has one)")
+    if kind != stat.S_IFREG:  # a FIFO or a device would block or never end
+        raise RocmBakeError(f"{props_file}: {kind if isinstance(kind, str) else 'not a regular file'}, "
+                            f"not a KFD topology file")
     versions = _target_versions(_read_sysfs_text(props_file))
     if not versions:
         raise RocmBakeError(f"{props_file}: no gfx_target_version line")
@@ -121,23 +147,35 @@ def _read_node(node: Path) -> Gpu | None:
     return Gpu(gfx=gfx, source="kfd", node=node.name, marketing_name=name or None)
 
 
+def _is_node_number(name: str) -> bool:
+    """A KFD node directory's name: a decimal number as the kernel prints it (``0``, ``12``; not ``01``)."""
+    return name.isascii() and name.isdigit() and (name == "0" or not name.startswith("0"))
+
+
 def read_kfd(sysfs_root: Path) -> list[Gpu] | None:
     """GPUs in the KFD topology under ``sysfs_root``; None when the tree is absent.
 
     CPU nodes carry ``gfx_target_version 0`` and are skipped (an APU shows
-    one CPU node and one GPU node). A node that cannot be read is never
-    dropped silently (C9): every such node is named, in one error, since
-    choosing an index without it could pick the wrong one.
+    one CPU node and one GPU node). The GPUs come in node-number order,
+    numerically (node 10 after node 9): that is the order the ROCm runtime
+    numbers devices in, so a GPU's place in the list is its device ordinal.
+    A node that cannot be read is never dropped silently (C9): every such
+    node is named, in one error, since choosing an index without it could
+    pick the wrong one. So is an entry the kernel would not write (a name
+    that is not a node number): counting it as a GPU would shift every
+    ordinal after it, and skipping it would hide a tree that is not KFD's.
     """
     nodes_dir = sysfs_root / KFD_NODES
     if not nodes_dir.is_dir():
         return None
     gpus: list[Gpu] = []
     try:
-        nodes = sorted(nodes_dir.iterdir(), key=lambda p: (len(p.name), p.name))
+        entries = list(nodes_dir.iterdir())
     except OSError as exc:
         raise RocmBakeError(f"{nodes_dir}: cannot list the KFD topology: {exc.strerror or exc}") from None
-    problems: list[str] = []
+    problems = [f"{entry}: not a KFD node (the kernel names its nodes 0, 1, 2, ...)"
+                for entry in sorted(entries) if not _is_node_number(entry.name)]
+    nodes = sorted((entry for entry in entries if _is_node_number(entry.name)), key=lambda p: int(p.name))
     for node in nodes:
         try:
             gpu = _read_node(node)
