@@ -86,8 +86,8 @@ def test_every_target_rocm_bootstrap_knows_decodes_to_the_same_name() -> None:
 
 
 def test_ordinals_follow_node_numbers_numerically_past_node_nine(tmp_path: Path) -> None:
-    """Two CPU sockets, then 11 GPUs on nodes 2-12. rocm-bootstrap lists nodes as sorted strings (1, 10, 11, 12,
-    2, ...), so node 10's GPU would come second, not ninth, and every pin after it would name another card."""
+    """Two CPU sockets, then 11 GPUs on nodes 2-12. rocm-bootstrap lists nodes as sorted strings (0, 1, 10, 11,
+    12, 2, ...), so node 10's GPU would be device 0, not 8, and every pin would name another card."""
     nodes = {"0": CPU_PROPS, "1": CPU_PROPS} | {str(n): gpu_props(110501 if n % 2 == 0 else 120001) for n in range(2, 13)}
     result = which(kfd_tree(tmp_path, nodes))
     assert [g.node for g in result.detection.gpus] == [str(n) for n in range(2, 13)]
