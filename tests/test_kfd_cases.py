@@ -206,3 +206,18 @@ def test_a_hostile_node_is_one_error_line_naming_it(
     assert err == ("rocm-bake: error: cannot read 1 KFD node(s), so the GPUs of this host are not known: "
                    f"{entry}{'/' if tail.startswith('properties') else ''}{tail}\n")
 
+
+
+@pytest.mark.parametrize("make, what", [(symlink_loop, "a symlink loop"), (lambda p: p.write_text(""), "not a directory")],
+                         ids=["loop", "file"])
+def test_a_nodes_directory_that_is_not_one_is_named_not_no_gpu(
+    tmp_path: Path, make: Callable[[Path], None], what: str
+) -> None:
+    from rocm_bake.errors import RocmBakeError
+
+    nodes = tmp_path / NODES
+    nodes.parent.mkdir(parents=True)
+    make(nodes)
+    with pytest.raises(RocmBakeError) as caught:
+        which(tmp_path)
+    assert str(caught.value) == f"{nodes}: {what}, not a KFD topology"

@@ -74,7 +74,7 @@ def _kind(path: Path) -> int | str:
     """
     try:
         return stat.S_IFMT(os.stat(path).st_mode)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there (a file where a parent directory would be)
         return "missing"
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -159,15 +159,19 @@ def read_kfd(sysfs_root: Path) -> list[Gpu] | None:
     one CPU node and one GPU node). The GPUs come in node-number order,
     numerically (node 10 after node 9): that is the order the ROCm runtime
     numbers devices in, so a GPU's place in the list is its device ordinal.
-    A node that cannot be read is never dropped silently (C9): every such
+    A node that cannot be read is never dropped silently: every such
     node is named, in one error, since choosing an index without it could
     pick the wrong one. So is an entry the kernel would not write (a name
     that is not a node number): counting it as a GPU would shift every
     ordinal after it, and skipping it would hide a tree that is not KFD's.
     """
     nodes_dir = sysfs_root / KFD_NODES
-    if not nodes_dir.is_dir():
+    kind = _kind(nodes_dir)
+    if kind == "missing":
         return None
+    if kind != stat.S_IFDIR:  # a loop or a file there is a broken copy, not a host without the driver
+        raise RocmBakeError(f"{nodes_dir}: {kind if isinstance(kind, str) else 'not a directory'}, "
+                            f"not a KFD topology")
     gpus: list[Gpu] = []
     try:
         entries = list(nodes_dir.iterdir())
