@@ -79,12 +79,13 @@ class PulumiProject:
     log: list[str] = field(default_factory=list)
 
     def run(self, *args: str, stack: str | None = None, check: bool = True, extra_env: dict[str, str] | None = None,
-            timeout: float = 900) -> subprocess.CompletedProcess:
+            timeout: float = 900, stdin: str | None = None) -> subprocess.CompletedProcess:
+        """``stdin``: what the CLI reads as a value it was not given (a secret stays off the command line)."""
         argv = [str(engine("pulumi")), *args, "--non-interactive"]
         if stack:
             argv += ["--stack", stack]
         result = subprocess.run(argv, cwd=self.dir, env={**self.env, **(extra_env or {})}, capture_output=True,
-                                text=True, timeout=timeout)
+                                text=True, timeout=timeout, input=stdin)
         self.log.append(f"$ {' '.join(argv[1:])}\n{result.stdout}\n{result.stderr}")
         if check and result.returncode != 0:
             pytest.fail(f"pulumi {' '.join(args)} failed ({result.returncode}):\n{result.stdout[-6000:]}\n"
