@@ -63,8 +63,6 @@ STACKS = ("demo-gfx950", "demo-gfx1201")
 STACK_ARCHES = tuple(stack.removeprefix("demo-") for stack in STACKS)
 #: Every preview and up runs the arch rules (policy/), as `make preview` and `make up` do.
 POLICY = ("--policy-pack", str(ROOT / "policy"))
-#: Images that never depend on torch: an edit of torch.Dockerfile must leave them alone.
-UPSTREAM_OF_TORCH = ("pytorch-base", "triton-wheel")
 #: Every image a demo stack declares (manifests/targets.yml).
 IMAGE_TARGETS = tuple(t.name for t in load_targets().targets)
 #: The images whose wheels the stack fetches.
@@ -74,13 +72,15 @@ WHEEL_TARGETS = tuple(t.name for t in load_targets().targets if t.wheels)
 def dependants_of(name: str) -> tuple[str, ...]:
     """Every target built on ``name``, directly or through another (manifests/targets.yml ``depends_on``)."""
     found: list[str] = []
-    for target in load_targets().targets:  # listed in build order: a dependency comes before its dependants
+    for target in load_targets().build_order():  # a dependency comes before its dependants
         if name in target.depends_on or set(found) & set(target.depends_on):
             found.append(target.name)
     return tuple(found)
 
 
 DEPENDANTS_OF_TORCH = dependants_of("torch")
+#: Images that never depend on torch (pytorch-base, triton-wheel): an edit of torch.Dockerfile must leave them alone.
+UPSTREAM_OF_TORCH = tuple(t for t in IMAGE_TARGETS if t != "torch" and t not in DEPENDANTS_OF_TORCH)
 #: The images that hold torch's own files (it is installed into them), so a new torch wheel is a new image.
 CARRIES_TORCH = ("torch-runtime",)
 
