@@ -1,37 +1,42 @@
-"""The GitHub workflows: actionlint, the jobs/steps contract, every ``${{ }}``, and their scripts.
+"""The GitHub workflows, by running what they run: each step's script or make target, in the environment the
+workflow gives it (its secrets as environment variables with test values), against loopback services.
 
-The contract holds where state lives (the team's backend from a secret, in
-the deploy and in the pull-request preview; never ``actions/cache`` nor
-``file://`` on the runner), the secret check that names what is missing,
-the sequential deploy, the build farm's registration (tested for real
-against a buildkitd that demands mutual TLS) and the README's table of
-secrets, which must name exactly the secrets the workflows read.
+* the secret check (``check_secrets.py``) names what is missing and prints no secret's value;
+* the two-arch index job's steps build real test wheels, check their code objects, build both indexes into one
+  dist and install each (``make wheel-index-check``);
+* the deploy's stack facts (``stack_publish.py``), its build-farm registration (``register_builder.py``, against
+  a buildkitd that demands mutual TLS, in a private ``BUILDX_CONFIG``) and its ``pulumi up``
+  (``pulumi_up.sh``, against an S3 bucket served by versitygw, with the CLI ``make setup`` built);
+* the preview's CLI step (``use_built_pulumi.sh``) and its look into the team's state (``stack_in_state.py``,
+  against the same bucket, which it leaves byte for byte as it was).
 
-actionlint runs for real: ``make setup`` builds it from its Go module
-(``tools/actionlint``, like the other engines) into ``.tools/bin``. The
-structural checks below hold the workflows' contract (README, CI), independent of actionlint.
+What a script cannot express stays a structural check of the YAML, each saying why: which events start which
+job, permissions, concurrency, which step is gated on which output, the inputs of the one action that is not
+ours (pulumi/actions for the preview and its PR comment). actionlint runs for real: ``make setup`` builds it
+from its Go module (``tools/actionlint``) into ``.tools/bin``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from rocm_bake.config import STACKS_DIR
-from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import load_targets
-from rocm_bake.offload import check_wheel_for_arch, wheel_targets
-from tests.engine_fixtures import engine
+from rocm_bake.offload import wheel_targets
+from tests.engine_fixtures import ROOT, TOOLS_BIN, copy_project, engine, project_env
 
-ROOT = Path(__file__).resolve().parent.parent
+import state_server  # noqa: E402  (tools/state_server.py, on sys.path through engine_fixtures: make state-server's code)
+
 WORKFLOWS = ROOT / ".github" / "workflows"
 SCRIPTS = ROOT / ".github" / "scripts"
 ACTIONLINT_VERSION = "1.7.12"  # tools/actionlint/go.mod pins github.com/rhysd/actionlint at this version
@@ -39,7 +44,6 @@ ACTIONLINT_VERSION = "1.7.12"  # tools/actionlint/go.mod pins github.com/rhysd/a
 sys.path.insert(0, str(SCRIPTS))
 import check_secrets  # noqa: E402  (.github/scripts: the workflows' own code)
 import register_builder  # noqa: E402
-import stack_in_state  # noqa: E402
 import stack_publish  # noqa: E402
 
 
@@ -50,26 +54,20 @@ def load(name: str) -> dict[str, Any]:
     return data
 
 
-def steps_text(job: dict[str, Any]) -> str:
-    return "\n".join(str(step.get("run", "")) for step in job["steps"])
+def all_steps() -> list[tuple[str, str, dict[str, Any]]]:
+    """(workflow, job, step) for every step of both workflows."""
+    return [(name, job_name, step) for name in ("ci.yml", "deploy.yml")
+            for job_name, job in load(name)["jobs"].items() for step in job["steps"]]
+
+
+def step_with_id(job: dict[str, Any], step_id: str) -> dict[str, Any]:
+    (found,) = [s for s in job["steps"] if s.get("id") == step_id]
+    return found
 
 
 def uses(job: dict[str, Any], action: str) -> dict[str, Any]:
-    found = [s for s in job["steps"] if str(s.get("uses", "")).startswith(action + "@")]
-    assert len(found) == 1, f"expected one {action} step, found {len(found)}"
-    return found[0]
-
-
-def step(job: dict[str, Any], **match: str) -> dict[str, Any]:
-    """The one step whose keys hold these values, or whose ``run`` contains ``run=``."""
-    found = [s for s in job["steps"] if all(
-        (v in str(s.get(k, ""))) if k == "run" else s.get(k) == v for k, v in match.items())]
-    assert len(found) == 1, f"expected one step with {match}, found {len(found)}"
-    return found[0]
-
-
-def index(job: dict[str, Any], wanted: dict[str, Any]) -> int:
-    return next(i for i, s in enumerate(job["steps"]) if s is wanted)
+    (found,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith(action + "@")]
+    return found
 
 
 def strings(node: Any) -> list[str]:
@@ -79,6 +77,20 @@ def strings(node: Any) -> list[str]:
     if isinstance(node, list):
         return [x for v in node for x in strings(v)]
     return [node] if isinstance(node, str) else []
+
+
+def step_run(argv: list[str], env: dict[str, str], tmp: Path, cwd: Path = ROOT,
+             timeout: float = 600) -> tuple[subprocess.CompletedProcess[str], str, str]:
+    """Run a step's command as the runner would: (process, $GITHUB_OUTPUT text, $GITHUB_STEP_SUMMARY text).
+
+    ``env`` is the step's whole environment beyond PATH/HOME, so nothing of this machine's leaks in.
+    """
+    out, summary = tmp / "github-output", tmp / "github-summary"
+    out.write_text(""), summary.write_text("")
+    full = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "GITHUB_OUTPUT": str(out),
+            "GITHUB_STEP_SUMMARY": str(summary), **env}
+    done = subprocess.run(argv, cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
+    return done, out.read_text(), summary.read_text()
 
 
 # ------------------------------------------------------------- actionlint
@@ -214,36 +226,47 @@ def test_expression_checker_catches_mistakes() -> None:
     assert check_expression(" format('file://{0}', env.X) ", job, set()) == []
 
 
-# --------------------------------------------------------------- contract
+# ------------------------------------------------------------ structure
+# What no script can say: the YAML's own wiring. Everything a step does is tested by running it, further down.
+
+#: A step's `run:` is one command: a script of the repository, or a make target.
+RUN_LINE = re.compile(r"^(?:\.venv/bin/python |python3 |bash )?(\S+)(?: .*)?$")
 
 
-SETUP = "make setup"
-CACHE_PATH = "~/.cache/rocm-bake/engines"
+def test_every_run_step_is_one_line_calling_the_repositorys_code() -> None:
+    """The logic lives in scripts the tests below run, so no step is a shell program restated nowhere else."""
+    targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+    calls = []
+    for name, job, step in all_steps():
+        if "run" not in step:
+            continue
+        text = step["run"].strip()
+        assert "\n" not in text, f"{name} {job} {step.get('name')}: a multi-line run block; move it to a script"
+        if text.startswith("make "):
+            assert text.split()[1] in targets, f"{name} {job}: make {text.split()[1]} is no Makefile target"
+            calls.append(text.split()[1])
+            continue
+        match = RUN_LINE.match(text)
+        assert match and (ROOT / match.group(1)).is_file(), f"{name} {job}: {text!r} calls no file of the repository"
+        calls.append(match.group(1))
+    assert len(calls) >= 10, calls
 
 
-def test_ci_runs_on_pull_requests_with_the_three_jobs() -> None:
-    ci = load("ci.yml")
-    assert "pull_request" in ci["on"]
-    jobs = ci["jobs"]
-    assert set(jobs) == {"test", "two-arch-index", "preview"}
-    assert "bash .ci/run" in steps_text(jobs["test"])
-    assert jobs["two-arch-index"]["needs"] == "test" and jobs["preview"]["needs"] == "test"
-
-
-def test_two_arch_job_builds_both_indexes_and_checks_each_installs_its_own() -> None:
-    job = load("ci.yml")["jobs"]["two-arch-index"]
-    text = steps_text(job)
-    assert job["env"]["ARCHES"].split() == ["gfx950", "gfx1201"]
-    assert ".github/scripts/make_test_wheels.py --arch \"$arch\"" in text
-    assert 'rocm-bake index build --arch "$arch" --wheels "build/test-wheels/$arch" --out dist' in text
-    assert "rocm-bake index check dist --arch gfx950 --arch gfx1201" in text
-    # the negative: another arch's wheel must be refused
-    assert "wheel check --arch gfx1201 build/test-wheels/gfx950/torch-*.whl; then" in text
-
-
-# -- where state lives ------------------------------------------------------------------------------------
-
-BACKEND = "${{ secrets.PULUMI_BACKEND_URL }}"
+def test_triggers_permissions_and_concurrency() -> None:
+    """Which events start which job, with which permissions, and how runs queue: the YAML's alone."""
+    ci, deploy = load("ci.yml"), load("deploy.yml")
+    assert list(ci["on"]) == ["pull_request"] and ci["permissions"] == {"contents": "read"}
+    assert ci["jobs"]["two-arch-index"]["needs"] == "test" and ci["jobs"]["preview"]["needs"] == "test"
+    assert ci["jobs"]["preview"]["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert deploy["on"]["push"]["branches"] == ["main"] and deploy["permissions"] == {"contents": "read"}
+    # the passes contend for the same builders: one stack at a time, and a second push waits
+    assert deploy["concurrency"] == {"group": "rocm-bake-builders", "cancel-in-progress": False}
+    (job,) = deploy["jobs"].values()
+    assert job["strategy"]["max-parallel"] == 1 and job["strategy"]["fail-fast"] is False
+    assert job["environment"] == "deploy", "the writing credentials live in an environment kept to main"
+    assert job["permissions"] == {"contents": "write"}, "releases and gh-pages, for the stacks that publish"
+    for matrix_job in (ci["jobs"]["preview"], job):
+        assert matrix_job["strategy"]["matrix"]["stack"] == load_targets().default_arches
 
 
 @pytest.mark.parametrize("name", ["ci.yml", "deploy.yml"])
@@ -252,139 +275,51 @@ def test_no_state_in_actions_cache_nor_on_the_runner(name: str) -> None:
     data = load(name)
     for job_name, job in data["jobs"].items():
         for cached in [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache@")]:
-            assert cached["with"]["path"] == CACHE_PATH, f"{job_name}: actions/cache of {cached['with']['path']}"
-            assert cached["with"]["key"].startswith("engines-"), job_name
+            assert cached["with"]["path"] == "~/.cache/rocm-bake/engines", f"{job_name}: {cached['with']['path']}"
     for value in strings(data):
-        assert "file://" not in value, f"{name}: a file:// backend on the runner: {value!r}"
-        assert ".pulumi-state" not in value and "pulumi login --local" not in value, value
+        assert "file://" not in value and "pulumi login --local" not in value, f"{name}: {value!r}"
 
 
-def test_deploy_and_preview_use_the_backend_from_a_secret() -> None:
+def test_every_secret_reaches_the_steps_under_its_own_name() -> None:
+    """The scripts read secrets by name from the environment; only the YAML maps ``secrets.X`` to it."""
     preview = load("ci.yml")["jobs"]["preview"]
     (deploy,) = load("deploy.yml")["jobs"].values()
-    for job in (preview, deploy):
-        assert job["env"]["PULUMI_BACKEND_URL"] == BACKEND
-        action = uses(job, "pulumi/actions")
-        assert action["uses"] == "pulumi/actions@v6"
-        assert action["with"]["cloud-url"] == BACKEND
-        assert action["with"]["stack-name"] == "${{ matrix.stack }}"
-        # the checkout's stack files hold no salt: the state's secrets provider, with the real passphrase
+    for job, needed in ((preview, check_secrets.required("preview", {})),
+                        (deploy, check_secrets.required("deploy", {}))):
+        gate = next(s for s in job["steps"] if "check_secrets.py" in str(s.get("run", "")))
+        seen = {**job["env"], **gate.get("env", {})}
+        names = [*needed, *(n for names in check_secrets.BACKEND_CREDENTIALS.values() for n in names)]
+        for name in names:
+            assert seen.get(name) == f"${{{{ secrets.{name} }}}}", name
         assert job["env"]["PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER"] == "true"
-        passphrase = {**job["env"], **action.get("env", {})}["PULUMI_CONFIG_PASSPHRASE"]
-        assert passphrase == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
-        # every backend's credentials reach the engine (only the URL scheme's are needed)
-        for scheme_names in check_secrets.BACKEND_CREDENTIALS.values():
-            for secret in scheme_names:
-                assert job["env"][secret] == f"${{{{ secrets.{secret} }}}}", secret
+        # the gate is the first step that sees a secret: nothing earlier reads one
+        before = job["steps"][:job["steps"].index(gate)]
+        assert before and all("secrets." not in str(s) for s in before)
+    for name in ("BUILDKIT_HOST", *check_secrets.FARM_CREDENTIALS["tcp"]):
+        assert deploy["env"][name] == f"${{{{ secrets.{name} }}}}"
+    assert deploy["env"]["BUILDX_CONFIG"] == "${{ github.workspace }}/.rocm-bake/buildx"
+    assert "GITHUB_TOKEN" not in deploy["env"], "only the up step gets it, and pulumi_up.sh withholds it unless publishing"
 
 
-def test_preview_reads_the_real_state_or_says_why_not() -> None:
+def test_the_preview_is_gated_and_only_reads() -> None:
+    """pulumi/actions runs the preview and comments on the PR: its inputs and gates are YAML, not ours to run."""
     job = load("ci.yml")["jobs"]["preview"]
-    assert job["strategy"]["matrix"]["stack"] == load_targets().default_arches
-    for stack in job["strategy"]["matrix"]["stack"]:
-        assert (STACKS_DIR / f"Pulumi.{stack}.yaml").is_file(), stack
+    gate = step_with_id(job, "state")
+    after = job["steps"][job["steps"].index(gate) + 1:]
+    assert after and all("steps.state.outputs.available == 'true'" in s.get("if", "") for s in after), \
+        "without the secrets (a fork's pull request) nothing after the gate runs"
     action = uses(job, "pulumi/actions")
-    assert action["with"]["command"] == "preview"
-    assert "upsert" not in action["with"], "a preview never creates a stack (that writes the state)"
-    assert "refresh" not in action["with"], "a refresh in preview would read the registry and the GitHub API"
-    assert action["with"]["comment-on-pr"] is True and job["permissions"]["pull-requests"] == "write"
-    assert action["with"]["policyPacks"] == "policy", "the arch rules judge every preview (policy/)"
-    gate = step(job, id="state")
-    assert gate["run"] == "python3 .github/scripts/check_secrets.py preview"
-    assert gate["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
-    # without the secrets (a fork's pull request) nothing after the gate runs, and the preview least of all
-    after = job["steps"][index(job, gate) + 1:]
-    assert after and all("steps.state.outputs.available == 'true'" in s.get("if", "") for s in after)
-    exists = step(job, id="stack")
-    assert "pulumi stack ls --json" in exists["run"] and "stack_in_state.py \"$STACK\"" in exists["run"]
     assert action["if"] == "steps.state.outputs.available == 'true' && steps.stack.outputs.exists == 'true'"
-    assert index(job, gate) < index(job, exists) < index(job, action)
-
-
-@pytest.mark.parametrize("name", ["ci.yml", "deploy.yml"])
-def test_pulumi_action_runs_the_cli_make_setup_built(name: str) -> None:
-    """pulumi/actions skips its download when `pulumi version` on PATH satisfies pulumi-version."""
-    jobs = load(name)["jobs"]
-    job = jobs["preview"] if name == "ci.yml" else next(iter(jobs.values()))
-    setup = step(job, run=SETUP)
-    cli = step(job, id="cli")
-    assert 'echo "$PWD/.tools/bin" >> "$GITHUB_PATH"' in cli["run"]
-    assert "version=$(.tools/bin/pulumi version)" in cli["run"]
-    assert 'echo "version=${version#v}" >> "$GITHUB_OUTPUT"' in cli["run"]
-    action = uses(job, "pulumi/actions")
+    assert action["with"]["command"] == "preview" and action["with"]["stack-name"] == "${{ matrix.stack }}"
+    assert "upsert" not in action["with"], "a preview never creates a stack (that writes the state)"
+    assert "refresh" not in action["with"], "a refresh would read the registry and the GitHub API"
+    assert action["with"]["cloud-url"] == "${{ secrets.PULUMI_BACKEND_URL }}"
+    assert action["with"]["policyPacks"] == "policy" and action["with"]["comment-on-pr"] is True
+    # the action runs the `pulumi` on PATH when its version matches: the one use_built_pulumi.sh put there
     assert action["with"]["pulumi-version"] == "${{ steps.cli.outputs.version }}"
-    assert index(job, setup) < index(job, cli) < index(job, action)
-    go = uses(job, "actions/setup-go")
-    assert go["with"]["go-version-file"] == "tools/pulumi/go.mod" and index(job, go) < index(job, setup)
-
-
-def test_the_cli_prints_the_bare_version_the_action_matches() -> None:
-    """The action runs `pulumi version`: stdout must be `v` + an exact semver, or it downloads another CLI."""
-    cli = ROOT / ".tools" / "bin" / "pulumi"
-    if not cli.exists():
-        pytest.fail(f"{cli} is missing: run `make setup`")
-    done = subprocess.run([str(cli), "version"], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PULUMI_BACKEND_URL": "s3://not-contacted"})
-    assert done.returncode == 0, done.stderr
-    assert re.fullmatch(r"v3\.\d+\.\d+", done.stdout.strip()), done.stdout
-
-
-# -- deploy -----------------------------------------------------------------------------------------------
-
-
-def test_deploy_is_sequential_per_arch() -> None:
-    deploy = load("deploy.yml")
-    assert deploy["on"]["push"]["branches"] == ["main"]
-    assert deploy["concurrency"] == {"group": "rocm-bake-builders", "cancel-in-progress": False}
-    (job,) = deploy["jobs"].values()
-    assert job["strategy"]["max-parallel"] == 1 and job["strategy"]["fail-fast"] is False
-    assert job["strategy"]["matrix"]["stack"] == load_targets().default_arches
-    action = uses(job, "pulumi/actions")
-    assert action["with"]["command"] == "up" and action["with"]["upsert"] is True
-    assert action["with"]["secrets-provider"] == "passphrase"
-    assert job["environment"] == "deploy", "the writing credentials live in an environment kept to main"
-
-
-def test_deploy_checks_every_secret_first_and_by_name() -> None:
-    (job,) = load("deploy.yml")["jobs"].values()
-    check = step(job, name="Required secrets")
-    assert check["run"] == "python3 .github/scripts/check_secrets.py deploy"
-    assert index(job, check) < index(job, step(job, run=SETUP))
-    assert all("secrets." not in str(s) for s in job["steps"][:index(job, check)])
-    # every secret the check may ask for reaches it, under the name it asks for
-    seen = {**job["env"], **check.get("env", {})}
-    for secret in set(check_secrets.ALL_SECRETS) - {"GITHUB_TOKEN"}:
-        assert seen.get(secret) == f"${{{{ secrets.{secret} }}}}", secret
-
-
-def test_deploy_logs_in_to_the_stack_registry_and_registers_the_farm() -> None:
-    (job,) = load("deploy.yml")["jobs"].values()
-    facts = step(job, id="stack")
-    assert facts["run"] == '.venv/bin/python .github/scripts/stack_publish.py --deploy "$STACK"'
-    login = uses(job, "docker/login-action")
-    assert login["with"] == {"registry": "${{ steps.stack.outputs.registry }}",
-                             "username": "${{ secrets.REGISTRY_USERNAME }}",
-                             "password": "${{ secrets.REGISTRY_PASSWORD }}"}
-    assert job["env"]["ROCM_BAKE_REGISTRY_USERNAME"] == "${{ secrets.REGISTRY_USERNAME }}"
-    assert job["env"]["ROCM_BAKE_REGISTRY_PASSWORD"] == "${{ secrets.REGISTRY_PASSWORD }}"
-    farm = step(job, run="register_builder.py")
-    assert '--name "$BUILDER" --buildx .tools/bin/buildx --tls-dir "$RUNNER_TEMP/buildkit-tls"' in farm["run"]
-    assert farm["env"]["BUILDER"] == "${{ steps.stack.outputs.builder }}"
-    for secret in ("BUILDKIT_HOST", *check_secrets.FARM_CREDENTIALS["tcp"]):
-        assert job["env"][secret] == f"${{{{ secrets.{secret} }}}}"
-    action = uses(job, "pulumi/actions")
-    assert index(job, step(job, run=SETUP)) < index(job, facts) < index(job, login) < index(job, farm) \
-        < index(job, action)
-
-
-def test_deploy_hands_the_token_only_to_stacks_that_publish() -> None:
-    (job,) = load("deploy.yml")["jobs"].values()
-    action = uses(job, "pulumi/actions")
-    assert action["env"] == {
-        "GITHUB_TOKEN": "${{ steps.stack.outputs.publish == 'true' && secrets.GITHUB_TOKEN || '' }}"
-    }
-    assert "GITHUB_TOKEN" not in job["env"]
-    assert job["permissions"] == {"contents": "write"}
+    assert action["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
+    order = [job["steps"].index(s) for s in (gate, step_with_id(job, "cli"), step_with_id(job, "stack"), action)]
+    assert order == sorted(order)
 
 
 # -- the README agrees ------------------------------------------------------------------------------------
@@ -408,90 +343,124 @@ def test_readme_names_every_secret_the_workflows_read() -> None:
         assert phrase in section, phrase
 
 
-# -------------------------------------------------------- helper scripts
+# ------------------------------------------------------ the secret check
 
 
-def secrets_env(**extra: str) -> dict[str, str]:
-    """A complete deploy environment: an S3 bucket, a farm over mutual TLS, a registry login."""
-    return {"PULUMI_BACKEND_URL": "s3://team-state/rocm-bake?region=eu-west-1", "PULUMI_CONFIG_PASSPHRASE": "p",
-            "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s", "BUILDKIT_HOST": "tcp://farm.example:1234",
-            "BUILDKIT_CA_CERT": "c", "BUILDKIT_CLIENT_CERT": "c", "BUILDKIT_CLIENT_KEY": "k",
-            "REGISTRY_USERNAME": "u", "REGISTRY_PASSWORD": "p", **extra}
+def secret_values(**extra: str) -> dict[str, str]:
+    """A complete deploy environment (an S3 bucket, a farm over mutual TLS, a registry login), each value
+    distinct and findable, so a test can tell that none of them was printed."""
+    names = ["PULUMI_CONFIG_PASSPHRASE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "BUILDKIT_CA_CERT",
+             "BUILDKIT_CLIENT_CERT", "BUILDKIT_CLIENT_KEY", "REGISTRY_USERNAME", "REGISTRY_PASSWORD"]
+    env = {name: f"v4lue-{name.lower()}-x9" for name in names}
+    env.update({"PULUMI_BACKEND_URL": "s3://team-state/rocm-bake?region=eu-west-1",
+                "BUILDKIT_HOST": "tcp://farm.example:1234"})
+    return {**env, **extra}
 
 
-def run_check(job: str, env: dict[str, str], tmp_path: Path,
-              capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """(exit code, what it printed, what it wrote to $GITHUB_OUTPUT + $GITHUB_STEP_SUMMARY)."""
-    out, summary = tmp_path / "output", tmp_path / "summary"
-    out.write_text(""), summary.write_text("")
-    code = check_secrets.main([job], {**env, "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)})
-    return code, capsys.readouterr().out, out.read_text() + summary.read_text()
+def check(job: str, env: dict[str, str], tmp: Path) -> tuple[int, str, str]:
+    """The gate step as the workflow runs it: (exit code, its log, what it wrote to output + summary)."""
+    done, output, summary = step_run(["python3", str(SCRIPTS / "check_secrets.py"), job], env, tmp)
+    log = done.stdout + done.stderr
+    for name, value in env.items():
+        if name not in ("PULUMI_BACKEND_URL", "BUILDKIT_HOST"):
+            assert value not in log + output + summary, f"the value of {name} was printed"
+    return done.returncode, log, output + summary
 
 
-def test_check_secrets_names_what_deploy_lacks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, said, _ = run_check("deploy", {}, tmp_path, capsys)
+def test_secret_check_names_what_deploy_lacks_and_prints_no_value(tmp_path: Path) -> None:
+    code, said, _ = check("deploy", {}, tmp_path)
     assert code == 1
-    assert said.startswith("::error title=missing secrets::deploy needs the repository secrets ")
-    for name in ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "BUILDKIT_HOST", "REGISTRY_USERNAME",
-                 "REGISTRY_PASSWORD"):
-        assert name in said
-    code, said, written = run_check("deploy", secrets_env(), tmp_path, capsys)
+    assert said.startswith("::error title=missing secrets::deploy needs the repository secrets PULUMI_BACKEND_URL, "
+                           "PULUMI_CONFIG_PASSPHRASE, BUILDKIT_HOST, REGISTRY_USERNAME, REGISTRY_PASSWORD ("), said
+    code, said, written = check("deploy", secret_values(), tmp_path)
     assert (code, written) == (0, "available=true\n"), said
-    for drop, scheme_url in (("AWS_SECRET_ACCESS_KEY", None), ("BUILDKIT_CLIENT_KEY", None),
-                             ("GOOGLE_CREDENTIALS", "gs://team-state"),
-                             ("PULUMI_ACCESS_TOKEN", "https://api.pulumi.com"),
-                             ("AZURE_STORAGE_KEY", "azblob://team-state")):
-        env = {k: v for k, v in secrets_env().items() if k != drop}
-        if scheme_url:
-            env["PULUMI_BACKEND_URL"] = scheme_url
-            env.update({"AZURE_STORAGE_ACCOUNT": "acct"} if scheme_url.startswith("azblob") else {})
-        code, said, _ = run_check("deploy", env, tmp_path, capsys)
-        assert code == 1 and said.rstrip().endswith(f"{drop} (README: CI, deploy and where state lives)"), said
+    for drop, url in (("AWS_SECRET_ACCESS_KEY", None), ("BUILDKIT_CLIENT_KEY", None),
+                      ("GOOGLE_CREDENTIALS", "gs://team-state"), ("PULUMI_ACCESS_TOKEN", "https://api.pulumi.com"),
+                      ("AZURE_STORAGE_KEY", "azblob://team-state")):
+        env = {k: v for k, v in secret_values().items() if k != drop}
+        if url:
+            env["PULUMI_BACKEND_URL"] = url
+            env.update({"AZURE_STORAGE_ACCOUNT": "acct"} if url.startswith("azblob") else {})
+        code, said, _ = check("deploy", env, tmp_path)
+        assert code == 1 and said.rstrip().endswith(f"secrets {drop} (README: CI, deploy and where state lives)"), said
     # a farm on the runner's own host (unix socket) needs no certificates
-    env = {k: v for k, v in secrets_env(BUILDKIT_HOST="unix:///run/buildkit/buildkitd.sock").items()
+    env = {k: v for k, v in secret_values(BUILDKIT_HOST="unix:///run/buildkit/buildkitd.sock").items()
            if not k.startswith("BUILDKIT_C")}
-    assert run_check("deploy", env, tmp_path, capsys)[0] == 0
+    assert check("deploy", env, tmp_path)[0] == 0
 
 
-def test_check_secrets_refuses_state_on_the_runner(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_secret_check_refuses_state_on_the_runner(tmp_path: Path) -> None:
     for url, why in (("file:///home/runner/.pulumi-state", "gone when the job ends"),
-                     ("file://~", "gone when the job ends"), ("bucket-name", "scheme '(none)'"),
-                     ("ftp://x", "scheme 'ftp'")):
-        code, said, _ = run_check("preview", secrets_env(PULUMI_BACKEND_URL=url), tmp_path, capsys)
-        assert code == 1 and "::error title=bad secret::" in said and why in said, said
-    code, said, _ = run_check("deploy", secrets_env(BUILDKIT_HOST="docker-container://buildx_buildkit0"), tmp_path,
-                              capsys)
+                     ("bucket-name", "scheme '(none)'"), ("ftp://x", "scheme 'ftp'")):
+        code, said, written = check("preview", secret_values(PULUMI_BACKEND_URL=url), tmp_path)
+        assert (code, written) == (1, "") and said.startswith("::error title=bad secret::PULUMI_BACKEND_URL") \
+            and why in said, said
+    code, said, _ = check("deploy", secret_values(BUILDKIT_HOST="docker-container://buildx_buildkit0"), tmp_path)
     assert code == 1 and "BUILDKIT_HOST has scheme 'docker-container'" in said
 
 
-def test_check_secrets_skips_a_fork_preview_saying_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, said, written = run_check("preview", {}, tmp_path, capsys)
+def test_secret_check_skips_a_fork_preview_saying_so(tmp_path: Path) -> None:
+    code, said, written = check("preview", {}, tmp_path)
     assert code == 0
     assert said.startswith("::notice title=pulumi preview skipped::no PULUMI_BACKEND_URL secret")
-    assert "available=false\n" in written and "**pulumi preview skipped**" in written
+    assert written.startswith("available=false\n**pulumi preview skipped**")
     # the URL without the passphrase is a misconfiguration, not a fork: it fails
-    env = {k: v for k, v in secrets_env().items() if k != "PULUMI_CONFIG_PASSPHRASE"}
-    code, said, _ = run_check("preview", env, tmp_path, capsys)
-    assert code == 1 and "PULUMI_CONFIG_PASSPHRASE" in said
+    env = {k: v for k, v in secret_values().items() if k != "PULUMI_CONFIG_PASSPHRASE"}
+    code, said, _ = check("preview", env, tmp_path)
+    assert code == 1 and "secrets PULUMI_CONFIG_PASSPHRASE (" in said, said
     # a preview needs no farm and no registry login
-    env = {k: v for k, v in secrets_env().items() if not k.startswith(("BUILDKIT", "REGISTRY"))}
-    code, _, written = run_check("preview", env, tmp_path, capsys)
+    env = {k: v for k, v in secret_values().items() if not k.startswith(("BUILDKIT", "REGISTRY"))}
+    code, _, written = check("preview", env, tmp_path)
     assert (code, written) == (0, "available=true\n")
 
 
-def test_stack_in_state_reads_stack_ls(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    out = tmp_path / "output"
-    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary"))
-    listing = '[{"name": "gfx950", "current": false, "resourceCount": 31}]'
-    assert stack_in_state.main(["gfx950"], listing) == 0
-    assert stack_in_state.main(["gfx1250"], listing) == 0
-    assert stack_in_state.main(["gfx950"], '[{"name": "team/rocm-bake/gfx950"}]') == 0
-    assert out.read_text() == "exists=true\nexists=false\nexists=true\n"
-    assert "stack gfx1250 is not in the team's state yet" in capsys.readouterr().out
-    assert stack_in_state.main(["gfx950"], "error: no backend") == 2
-    assert not stack_in_state.listed([{"name": "gfx9500"}], "gfx950")
+# ------------------------------------------------------ the two-arch index job
+
+TWO_ARCHES = "gfx950 gfx1201"
+
+
+def test_two_arch_index_job_steps(tmp_path: Path) -> None:
+    """Its four steps in order, in a fresh working directory, with the job's ARCHES."""
+    env = {"ARCHES": TWO_ARCHES}
+    wheels, dist = tmp_path / "build" / "test-wheels", tmp_path / "dist"
+    made, _, _ = step_run([str(ROOT / ".venv/bin/python"), str(SCRIPTS / "make_test_wheels.py"), "--out",
+                           str(wheels), *TWO_ARCHES.split()], env, tmp_path, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    names = {arch: sorted(p.name for p in (wheels / arch).glob("*.whl")) for arch in TWO_ARCHES.split()}
+    assert names["gfx950"] == names["gfx1201"] and len(names["gfx950"]) == 5, names
+    for arch in TWO_ARCHES.split():
+        torch = next((wheels / arch).glob("torch-*.whl"))
+        assert wheel_targets(torch).targets == [arch], "same filename, this arch's device code only"
+
+    checked, _, _ = step_run([str(SCRIPTS / "check_test_wheels.sh"), str(wheels), *TWO_ARCHES.split()], env,
+                             tmp_path, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.rstrip().endswith("each arch's wheels carry its code objects only: gfx950 gfx1201")
+
+    built, _, _ = step_run([str(SCRIPTS / "build_indexes.sh"), str(wheels), str(dist), *TWO_ARCHES.split()], env,
+                           tmp_path, cwd=tmp_path)
+    assert built.returncode == 0, built.stdout + built.stderr
+    for arch in TWO_ARCHES.split():
+        served = sorted(p.name for p in (dist / "index" / arch).rglob("*.whl") if not p.name.startswith("rocm_torch"))
+        assert served == names[arch], (arch, served)
+
+    installed, _, _ = step_run(["make", "wheel-index-check", f"DIST={dist}", f"ARCHES={TWO_ARCHES}"], env, tmp_path)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    for arch in TWO_ARCHES.split():
+        for tool in ("pip", "uv"):
+            assert re.search(rf"^{arch}\s+{tool}\s+installs its own\s+ok\s+6 installed", installed.stdout, re.M), \
+                installed.stdout
+            assert re.search(rf"^{arch}\s+{tool}\s+refuses other arches' extras\s+ok", installed.stdout, re.M)
+
+    # the check step's point: another arch's torch, under its usual name, is refused
+    shutil.copy(next((wheels / "gfx950").glob("torch-*.whl")), next((wheels / "gfx1201").glob("torch-*.whl")))
+    mixed, _, _ = step_run([str(SCRIPTS / "check_test_wheels.sh"), str(wheels), *TWO_ARCHES.split()], env,
+                           tmp_path, cwd=tmp_path)
+    assert mixed.returncode != 0
+    assert re.search(r"torch-\S+\.whl.*gfx950.*refused for the gfx1201 index", mixed.stderr), mixed.stderr
+
+
+# ------------------------------------------------------ the deploy's stack facts
 
 
 def test_stack_publish_reads_each_stack_config(tmp_path: Path) -> None:
@@ -642,20 +611,144 @@ def test_register_builder_fails_clearly_without_the_right_certificate(farm: dict
                                                                   "unix:///s"]
 
 
-def test_make_test_wheels_gives_same_names_different_device_code(tmp_path: Path) -> None:
-    outs = {}
-    for arch in ("gfx950", "gfx1201"):
-        done = subprocess.run(
-            [sys.executable, str(SCRIPTS / "make_test_wheels.py"), "--arch", arch, "--out", str(tmp_path / arch)],
-            capture_output=True, text=True,
-        )
-        assert done.returncode == 0, done.stderr
-        outs[arch] = sorted(Path(p) for p in done.stdout.split())
-    assert [p.name for p in outs["gfx950"]] == [p.name for p in outs["gfx1201"]]
-    for arch, other in (("gfx950", "gfx1201"), ("gfx1201", "gfx950")):
-        for wheel in outs[arch]:
-            check_wheel_for_arch(wheel, arch)
-        torch = next(p for p in outs[arch] if p.name.startswith("torch-"))
-        assert wheel_targets(torch).targets == [arch]
-        with pytest.raises(RocmBakeError, match=f"not {other}"):
-            check_wheel_for_arch(torch, other)
+# ------------------------------------------------------ the Pulumi CLI and the team's state
+
+
+def test_use_built_pulumi_puts_the_built_cli_on_path_with_its_bare_version(tmp_path: Path) -> None:
+    done, output, _ = step_run([str(SCRIPTS / "use_built_pulumi.sh")], {"GITHUB_PATH": str(tmp_path / "path")},
+                               tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "path").read_text() == f"{TOOLS_BIN}\n"
+    version = subprocess.run([str(engine("pulumi")), "version"], capture_output=True, text=True, timeout=60)
+    assert re.fullmatch(r"v3\.\d+\.\d+\n", version.stdout), version.stdout
+    assert output == f"version={version.stdout.strip()[1:]}\n", "pulumi/actions matches a bare semver"
+    # outside a workflow step (no GITHUB_OUTPUT) it says so instead of writing nowhere
+    env = {"GITHUB_PATH": str(tmp_path / "path"), "GITHUB_OUTPUT": ""}
+    done, _, _ = step_run([str(SCRIPTS / "use_built_pulumi.sh")], env, tmp_path)
+    assert done.returncode != 0 and "GITHUB_OUTPUT: this runs as a workflow step" in done.stderr
+
+
+BUCKET = "team-state"
+
+
+@pytest.fixture(scope="module")
+def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[state_server.StateServer]:
+    """The team's state: an S3 bucket (versitygw, started by make state-server's own code) on a free port."""
+    engine("versitygw")
+    state = tmp_path_factory.mktemp("state-server")
+    try:
+        running = state_server.start(state, BUCKET)
+    except state_server.StateServerError as exc:
+        pytest.fail(f"the state server did not start: {exc}")
+    yield running
+    state_server.stop(state)
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory, bucket: state_server.StateServer) -> dict[str, Any]:
+    """A runner's checkout (the program, stacks/, Dockerfiles) and the job environment the workflows give it.
+
+    The stack publishes, so its program needs a GitHub token at declaration: whether the token reached the engine
+    shows in what the program says. A ``pulumi`` ahead of the built CLI on PATH records any call to it.
+    """
+    work = tmp_path_factory.mktemp("runner")
+    checkout = copy_project(work / "checkout")
+    stack = f"ci-{os.urandom(3).hex()}"
+    (checkout / "stacks" / f"Pulumi.{stack}.yaml").write_text(
+        "config:\n  rocm-bake:pytorchRocmArch: gfx950\n  rocm-bake:registry: registry.example:5000\n"
+        "  rocm-bake:builder: the-farm\n  rocm-bake:publish: true\n  rocm-bake:githubRepo: octo/rocm-bake\n")
+    trap = work / "other-bin"
+    trap.mkdir()
+    (trap / "pulumi").write_text(f"#!/bin/sh\necho \"$@\" >> {work / 'other-pulumi-called'}\nexit 97\n")
+    (trap / "pulumi").chmod(0o755)
+    env = {k: v for k, v in project_env(work / "no-file-backend", None, work).items()
+           if not k.startswith(("AWS_", "PULUMI_BACKEND", "BUILDX"))}
+    env.update(bucket.env())
+    env.update({"PATH": f"{trap}:{os.environ['PATH']}", "STACK": stack, "GITHUB_TOKEN": "ghs_t0ken-v4lue-x9",
+                "BUILDX_CONFIG": str(work / "buildx")})
+    return {"dir": checkout, "stack": stack, "env": env, "work": work}
+
+
+def checkpoint(bucket: state_server.StateServer, stack: str) -> Path:
+    return bucket.bucket_dir / ".pulumi" / "stacks" / "rocm-bake" / f"{stack}.json"
+
+
+def up(runner: dict[str, Any], tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The deploy's last step, as the workflow runs it."""
+    done, _, _ = step_run([str(SCRIPTS / "pulumi_up.sh"), runner["stack"]], {**runner["env"], **env}, tmp,
+                          cwd=runner["dir"])
+    return done
+
+
+@pytest.fixture(scope="module")
+def deployed(runner: dict[str, Any], bucket: state_server.StateServer,
+             tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """pulumi_up.sh twice: the stack's first deploy with PUBLISH empty, then with PUBLISH=true."""
+    tmp = tmp_path_factory.mktemp("up")
+    return {"withheld": up(runner, tmp, PUBLISH=""), "published": up(runner, tmp, PUBLISH="true")}
+
+
+def test_pulumi_up_step_deploys_into_the_bucket_with_the_built_cli(
+        runner: dict[str, Any], bucket: state_server.StateServer,
+        deployed: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    stack = runner["stack"]
+    withheld = deployed["withheld"].stdout + deployed["withheld"].stderr
+    # the first deploy created the stack in the bucket, with the passphrase provider, and ran the program
+    assert f"Created stack '{stack}'" in withheld, withheld[-3000:]
+    state = json.loads(checkpoint(bucket, stack).read_text())
+    assert state["checkpoint"]["latest"]["secrets_providers"]["type"] == "passphrase"
+    # PUBLISH empty: the token never reached the program, which says it has none
+    assert f"stack {stack} does not publish: GITHUB_TOKEN withheld from the engine" in withheld
+    assert f"stack {stack}: rocm-bake:publish is true but there is no GitHub token" in withheld
+    assert deployed["withheld"].returncode != 0
+    # PUBLISH=true: it did, and the program declared its publishing (it fails later, at the farm nobody registered)
+    published = deployed["published"].stdout + deployed["published"].stderr
+    assert "no GitHub token" not in published, published[-3000:]
+    assert "rocm-bake:publish:PublishedIndex publish-gfx950 created" in published, published[-3000:]
+    assert 'no builder "the-farm" found' in published
+    names = {r["urn"].rsplit("::", 1)[-1] for r in json.loads(checkpoint(bucket, stack).read_text())
+             ["checkpoint"]["latest"]["resources"]}
+    assert "publish-gfx950" in names, names
+    for text in (withheld, published):
+        assert "ghs_t0ken-v4lue-x9" not in text and bucket.credentials.secret_access_key not in text
+    # the CLI make setup built, never another `pulumi` on PATH; no state anywhere but the bucket
+    assert not (runner["work"] / "other-pulumi-called").exists()
+    places = [runner["dir"], runner["work"] / "no-file-backend", ROOT / ".rocm-bake" / "state", Path.home() / ".pulumi"]
+    assert [hit for place in places if place.exists() for hit in place.rglob(f"{stack}.json*")] == []
+
+
+def test_pulumi_up_step_refuses_an_empty_backend_url(runner: dict[str, Any], tmp_path: Path) -> None:
+    """.tools/bin/pulumi would fall back to the checkout's file backend: on a runner, gone after the job."""
+    done = up(runner, tmp_path, PULUMI_BACKEND_URL="", STACK="never-made")
+    assert done.returncode == 1
+    assert done.stdout.startswith("::error title=state::PULUMI_BACKEND_URL is empty"), done.stdout
+    assert not (ROOT / ".rocm-bake" / "state" / ".pulumi" / "stacks" / "rocm-bake" / f"{runner['stack']}.json").exists()
+
+
+def bucket_files(bucket: state_server.StateServer) -> dict[str, bytes]:
+    return {str(p.relative_to(bucket.data)): p.read_bytes() for p in sorted(bucket.data.rglob("*")) if p.is_file()}
+
+
+def test_stack_in_state_reads_the_bucket_and_writes_nothing(
+        runner: dict[str, Any], bucket: state_server.StateServer,
+        deployed: dict[str, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+    """The preview's look into the team's state, before pulumi/actions previews against it."""
+    before = bucket_files(bucket)
+    argv = [str(ROOT / ".venv/bin/python"), str(SCRIPTS / "stack_in_state.py")]
+    done, output, summary = step_run([*argv, runner["stack"]], runner["env"], tmp_path, cwd=runner["dir"])
+    assert (done.returncode, output) == (0, "exists=true\n"), done.stdout + done.stderr
+    done, output, summary = step_run([*argv, "gfx1250"], runner["env"], tmp_path, cwd=runner["dir"])
+    assert (done.returncode, output) == (0, "exists=false\n"), done.stdout + done.stderr
+    assert done.stdout.startswith("::notice title=pulumi preview skipped::stack gfx1250 is not in the team's state")
+    assert summary.startswith("**pulumi preview gfx1250 skipped**")
+    assert bucket_files(bucket) == before, "a pull request's look into the state wrote to it"
+    # wrong credentials: an error naming pulumi stack ls, never a skip, and no key in it
+    wrong = {**runner["env"], "AWS_SECRET_ACCESS_KEY": "wr0ng-s3cret-x9"}
+    done, output, _ = step_run([*argv, runner["stack"]], wrong, tmp_path, cwd=runner["dir"])
+    assert (done.returncode, output) == (2, ""), done.stdout
+    assert done.stdout.startswith("::error title=team state::pulumi stack ls failed:"), done.stdout
+    assert "wr0ng-s3cret-x9" not in done.stdout + done.stderr
+    done, output, _ = step_run([*argv, runner["stack"]], {**runner["env"], "PULUMI_BACKEND_URL": ""}, tmp_path,
+                               cwd=runner["dir"])
+    assert (done.returncode, output) == (2, "") and "PULUMI_BACKEND_URL is empty" in done.stdout
+    assert not (runner["work"] / "other-pulumi-called").exists()

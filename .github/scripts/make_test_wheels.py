@@ -1,10 +1,10 @@
-"""Write one arch's small, real test wheels for the CI two-arch index job.
+"""Write each arch's small, real test wheels for the CI two-arch index job.
 
-Usage: python .github/scripts/make_test_wheels.py --arch gfx950 --out DIR
+Usage: python .github/scripts/make_test_wheels.py --out DIR ARCH...   (writes DIR/<arch>/*.whl)
 
 Like the real stack, the filenames are the same for every arch and only the
 device code inside differs: torch, torchvision and amd_aiter carry a gcc-built
-``.so`` whose ``.hip_fatbin`` holds an offload bundle for ``--arch``; triton
+``.so`` whose ``.hip_fatbin`` holds an offload bundle for its arch; triton
 compiles no device code (plain ``.so``); triton_kernels is pure Python. The
 versions follow the ROCm marker rules of ``rocm_bake.index.versions``, so ``rocm-bake index build``
 accepts them.
@@ -51,11 +51,12 @@ def build(arch: str, out: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", required=True)
-    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path, help="one subdirectory per arch is written here")
+    parser.add_argument("arches", nargs="+", metavar="ARCH")
     args = parser.parse_args(argv)
-    for wheel in build(args.arch, args.out):
-        print(wheel)
+    for arch in args.arches:
+        for wheel in build(arch, args.out / arch):
+            print(wheel)
     return 0
 
 
