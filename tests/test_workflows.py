@@ -33,6 +33,7 @@ import yaml
 
 from rocm_bake.manifests import load_targets
 from rocm_bake.offload import wheel_targets
+from tests.fake_github import FakeGitHub
 from tests.engine_fixtures import ROOT, TOOLS_BIN, copy_project, engine, project_env
 
 import state_server  # noqa: E402  (tools/state_server.py, on sys.path through engine_fixtures: make state-server's code)
@@ -629,6 +630,9 @@ def test_use_built_pulumi_puts_the_built_cli_on_path_with_its_bare_version(tmp_p
 
 
 BUCKET = "team-state"
+TOKEN = "ghs_t0ken-v4lue-x9"
+#: The stack's bases, on a loopback port nothing listens on: the farm's build fails at once, naming it.
+NO_BASE = "127.0.0.1:9/rocm-bake/no-base:1"
 
 
 @pytest.fixture(scope="module")
@@ -645,18 +649,31 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[state_server.St
 
 
 @pytest.fixture(scope="module")
-def runner(tmp_path_factory: pytest.TempPathFactory, bucket: state_server.StateServer) -> dict[str, Any]:
+def github() -> Iterator[FakeGitHub]:
+    """The stack's GitHub (REST API, uploads, downloads) on loopback, knowing only the workflow's token."""
+    with FakeGitHub(owner="octo", repo="rocm-bake", token=TOKEN) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory, bucket: state_server.StateServer,
+           github: FakeGitHub) -> dict[str, Any]:
     """A runner's checkout (the program, stacks/, Dockerfiles) and the job environment the workflows give it.
 
-    The stack publishes, so its program needs a GitHub token at declaration: whether the token reached the engine
-    shows in what the program says. A ``pulumi`` ahead of the built CLI on PATH records any call to it.
+    The stack publishes (to the loopback GitHub, so no request leaves the machine), so its program needs a GitHub
+    token at declaration: whether the token reached the engine shows in what the program says. A ``pulumi`` ahead
+    of the built CLI on PATH records any call to it.
     """
     work = tmp_path_factory.mktemp("runner")
     checkout = copy_project(work / "checkout")
     stack = f"ci-{os.urandom(3).hex()}"
     (checkout / "stacks" / f"Pulumi.{stack}.yaml").write_text(
         "config:\n  rocm-bake:pytorchRocmArch: gfx950\n  rocm-bake:registry: registry.example:5000\n"
-        "  rocm-bake:builder: the-farm\n  rocm-bake:publish: true\n  rocm-bake:githubRepo: octo/rocm-bake\n")
+        "  rocm-bake:builder: the-farm\n  rocm-bake:publish: true\n  rocm-bake:githubRepo: octo/rocm-bake\n"
+        "  rocm-bake:targets: triton-wheel\n"
+        f"  rocm-bake:buildArgs: {{ROCM_IMAGE: '{NO_BASE}', PYTHON_IMAGE: '{NO_BASE}'}}\n"
+        f"  rocm-bake:githubApiUrl: {github.api_url}\n  rocm-bake:githubUploadsUrl: {github.uploads_url}\n"
+        f"  rocm-bake:githubWebUrl: {github.web_url}\n")
     trap = work / "other-bin"
     trap.mkdir()
     (trap / "pulumi").write_text(f"#!/bin/sh\necho \"$@\" >> {work / 'other-pulumi-called'}\nexit 97\n")
@@ -664,7 +681,7 @@ def runner(tmp_path_factory: pytest.TempPathFactory, bucket: state_server.StateS
     env = {k: v for k, v in project_env(work / "no-file-backend", None, work).items()
            if not k.startswith(("AWS_", "PULUMI_BACKEND", "BUILDX"))}
     env.update(bucket.env())
-    env.update({"PATH": f"{trap}:{os.environ['PATH']}", "STACK": stack, "GITHUB_TOKEN": "ghs_t0ken-v4lue-x9",
+    env.update({"PATH": f"{trap}:{os.environ['PATH']}", "STACK": stack, "GITHUB_TOKEN": TOKEN,
                 "BUILDX_CONFIG": str(work / "buildx")})
     return {"dir": checkout, "stack": stack, "env": env, "work": work}
 
@@ -681,16 +698,29 @@ def up(runner: dict[str, Any], tmp: Path, **env: str) -> subprocess.CompletedPro
 
 
 @pytest.fixture(scope="module")
-def deployed(runner: dict[str, Any], bucket: state_server.StateServer,
-             tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
-    """pulumi_up.sh twice: the stack's first deploy with PUBLISH empty, then with PUBLISH=true."""
+def deployed(runner: dict[str, Any], bucket: state_server.StateServer, farm: dict[str, Any], github: FakeGitHub,
+             tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The deploy's last two steps: the farm registered as the stack's builder, then pulumi_up.sh twice (the
+    stack's first deploy with PUBLISH empty, then with PUBLISH=true)."""
     tmp = tmp_path_factory.mktemp("up")
-    return {"withheld": up(runner, tmp, PUBLISH=""), "published": up(runner, tmp, PUBLISH="true")}
+    secrets = {"BUILDKIT_HOST": farm["host"], "BUILDKIT_CA_CERT": (farm["pki"] / "ca.pem").read_text(),
+               "BUILDKIT_CLIENT_CERT": (farm["pki"] / "client.pem").read_text(),
+               "BUILDKIT_CLIENT_KEY": (farm["pki"] / "client.key").read_text()}
+    runner["env"].update(secrets)
+    registered, _, _ = step_run([str(ROOT / ".venv/bin/python"), str(SCRIPTS / "register_builder.py"), "--name",
+                                 "the-farm", "--buildx", str(TOOLS_BIN / "buildx"), "--tls-dir",
+                                 str(tmp / "buildkit-tls")], runner["env"], tmp, cwd=runner["dir"])
+    assert registered.returncode == 0, registered.stdout + registered.stderr
+    withheld = up(runner, tmp, PUBLISH="")
+    github_before = list(github.state.log)
+    published = up(runner, tmp, PUBLISH="true")
+    return {"withheld": withheld, "published": published, "github_before": github_before,
+            "github_after": list(github.state.log)}
 
 
 def test_pulumi_up_step_deploys_into_the_bucket_with_the_built_cli(
         runner: dict[str, Any], bucket: state_server.StateServer,
-        deployed: dict[str, subprocess.CompletedProcess[str]]) -> None:
+        deployed: dict[str, Any]) -> None:
     stack = runner["stack"]
     withheld = deployed["withheld"].stdout + deployed["withheld"].stderr
     # the first deploy created the stack in the bucket, with the passphrase provider, and ran the program
@@ -700,17 +730,20 @@ def test_pulumi_up_step_deploys_into_the_bucket_with_the_built_cli(
     # PUBLISH empty: the token never reached the program, which says it has none
     assert f"stack {stack} does not publish: GITHUB_TOKEN withheld from the engine" in withheld
     assert f"stack {stack}: rocm-bake:publish is true but there is no GitHub token" in withheld
-    assert deployed["withheld"].returncode != 0
-    # PUBLISH=true: it did, and the program declared its publishing (it fails later, at the farm nobody registered)
+    assert deployed["withheld"].returncode != 0 and deployed["github_before"] == [], "stopped before any request"
+    # PUBLISH=true: it did, and the program declared its publishing
     published = deployed["published"].stdout + deployed["published"].stderr
     assert "no GitHub token" not in published, published[-3000:]
     assert "rocm-bake:publish:PublishedIndex publish-gfx950 created" in published, published[-3000:]
-    assert 'no builder "the-farm" found' in published
+    # the images built on the farm the step before registered in BUILDX_CONFIG (over mutual TLS), which
+    # reached for the stack's base and found nothing there
+    assert "is not registered" not in published and "no builder" not in published, published[-3000:]
+    assert NO_BASE in published and "connection refused" in published, published[-3000:]
     names = {r["urn"].rsplit("::", 1)[-1] for r in json.loads(checkpoint(bucket, stack).read_text())
              ["checkpoint"]["latest"]["resources"]}
     assert "publish-gfx950" in names, names
     for text in (withheld, published):
-        assert "ghs_t0ken-v4lue-x9" not in text and bucket.credentials.secret_access_key not in text
+        assert TOKEN not in text and bucket.credentials.secret_access_key not in text
     # the CLI make setup built, never another `pulumi` on PATH; no state anywhere but the bucket
     assert not (runner["work"] / "other-pulumi-called").exists()
     places = [runner["dir"], runner["work"] / "no-file-backend", ROOT / ".rocm-bake" / "state", Path.home() / ".pulumi"]
@@ -731,7 +764,7 @@ def bucket_files(bucket: state_server.StateServer) -> dict[str, bytes]:
 
 def test_stack_in_state_reads_the_bucket_and_writes_nothing(
         runner: dict[str, Any], bucket: state_server.StateServer,
-        deployed: dict[str, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+        deployed: dict[str, Any], tmp_path: Path) -> None:
     """The preview's look into the team's state, before pulumi/actions previews against it."""
     before = bucket_files(bucket)
     argv = [str(ROOT / ".venv/bin/python"), str(SCRIPTS / "stack_in_state.py")]
