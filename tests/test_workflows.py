@@ -752,10 +752,17 @@ def test_pulumi_up_step_deploys_into_the_bucket_with_the_built_cli(
 
 def test_pulumi_up_step_refuses_an_empty_backend_url(runner: dict[str, Any], tmp_path: Path) -> None:
     """.tools/bin/pulumi would fall back to the checkout's file backend: on a runner, gone after the job."""
-    done = up(runner, tmp_path, PULUMI_BACKEND_URL="", STACK="never-made")
-    assert done.returncode == 1
-    assert done.stdout.startswith("::error title=state::PULUMI_BACKEND_URL is empty"), done.stdout
-    assert not (ROOT / ".rocm-bake" / "state" / ".pulumi" / "stacks" / "rocm-bake" / f"{runner['stack']}.json").exists()
+    stack = f"never-{os.urandom(3).hex()}"
+    local = ROOT / ".rocm-bake" / "state" / ".pulumi"
+    try:
+        done, _, _ = step_run([str(SCRIPTS / "pulumi_up.sh"), stack], {**runner["env"], "PULUMI_BACKEND_URL": ""},
+                              tmp_path, cwd=runner["dir"])
+        assert done.stdout.startswith("::error title=state::PULUMI_BACKEND_URL is empty"), done.stdout
+        assert done.returncode == 1
+        assert list(local.rglob(f"{stack}*")) == [], "a stack in the checkout's file backend"
+    finally:  # a broken script must not leave its stack in this checkout's own state
+        for path in sorted(local.rglob(f"{stack}*"), reverse=True):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def bucket_files(bucket: state_server.StateServer) -> dict[str, bytes]:
