@@ -268,6 +268,12 @@ def test_triggers_permissions_and_concurrency() -> None:
     assert job["permissions"] == {"contents": "write"}, "releases and gh-pages, for the stacks that publish"
     for matrix_job in (ci["jobs"]["preview"], job):
         assert matrix_job["strategy"]["matrix"]["stack"] == load_targets().default_arches
+    # the deploy's order: each step needs what the one before made (the stack's builder name, the login, the farm)
+    calls = [str(s.get("run") or s.get("uses")) for s in job["steps"]]
+    order = [next(i for i, c in enumerate(calls) if part in c) for part in (
+        "check_secrets.py deploy", "make setup", "stack_publish.py --deploy", "docker/login-action",
+        "register_builder.py", "pulumi_up.sh")]
+    assert order == sorted(order), calls
 
 
 @pytest.mark.parametrize("name", ["ci.yml", "deploy.yml"])
