@@ -740,6 +740,7 @@ def test_pulumi_up_step_deploys_into_the_bucket_with_the_built_cli(
     # PUBLISH=true: it did, and the program declared its publishing
     published = deployed["published"].stdout + deployed["published"].stderr
     assert "no GitHub token" not in published, published[-3000:]
+    assert "✅ rocm-bake-arch-rules@v" in published, "the arch rules (policy/) judge the deploy's update"
     assert "rocm-bake:publish:PublishedIndex publish-gfx950 created" in published, published[-3000:]
     # the images built on the farm the step before registered in BUILDX_CONFIG (over mutual TLS), which
     # reached for the stack's base and found nothing there
@@ -798,3 +799,28 @@ def test_stack_in_state_reads_the_bucket_and_writes_nothing(
                                cwd=runner["dir"])
     assert (done.returncode, output) == (2, "") and "PULUMI_BACKEND_URL is empty" in done.stdout
     assert not (runner["work"] / "other-pulumi-called").exists()
+
+
+def test_the_previews_command_reads_the_team_state_and_writes_nothing(
+        runner: dict[str, Any], bucket: state_server.StateServer, tmp_path: Path) -> None:
+    """What pulumi/actions runs for the preview step (command preview, policyPacks policy) with the CLI
+    use_built_pulumi.sh put first on PATH, in the preview job's environment: no farm, no GitHub token."""
+    stack = f"{runner['stack']}-pr"
+    (runner["dir"] / "stacks" / f"Pulumi.{stack}.yaml").write_text(
+        f"config:\n  rocm-bake:pytorchRocmArch: gfx1201\n  rocm-bake:targets: triton-wheel\n"
+        f"  rocm-bake:buildArgs: {{ROCM_IMAGE: '{NO_BASE}', PYTHON_IMAGE: '{NO_BASE}'}}\n")
+    env = {k: v for k, v in runner["env"].items() if not k.startswith(("BUILDKIT", "GITHUB_TOKEN"))}
+    env["PATH"] = f"{TOOLS_BIN}:{env['PATH']}"
+    cli = [str(TOOLS_BIN / "pulumi"), "--non-interactive"]
+    made, _, _ = step_run([*cli[:1], "stack", "init", stack, "--secrets-provider", "passphrase", *cli[1:]], env,
+                          tmp_path, cwd=runner["dir"])  # what the deploy made earlier: the state to preview
+    assert made.returncode == 0, made.stderr
+    before = bucket_files(bucket)
+    done, _, _ = step_run(["pulumi", "preview", "--stack", stack, "--policy-pack", str(ROOT / "policy"), *cli[1:]],
+                          env, tmp_path, cwd=runner["dir"])
+    said = done.stdout + done.stderr
+    assert bucket_files(bucket) == before, "the preview wrote to the team's state"
+    assert done.returncode == 0, said[-3000:]
+    assert "✅ rocm-bake-arch-rules@v" in said and "triton-wheel-gfx1201" in said, said[-3000:]
+    assert not (runner["work"] / "other-pulumi-called").exists()
+

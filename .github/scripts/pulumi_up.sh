@@ -7,11 +7,14 @@
 #   checkout's own file backend when the URL is empty, which on a runner is gone when the job ends.
 # * The first deploy of a stack creates it in that state, with the passphrase secrets provider
 #   (PULUMI_CONFIG_PASSPHRASE); later ones select it.
+# * The arch rules (policy/) judge the update, as they do `make up` and the pull request's preview: a
+#   mandatory violation stops it, naming the rule.
 # * GITHUB_TOKEN reaches the engine only when PUBLISH is true (rocm-bake:publish in the stack config, read by
 #   stack_publish.py): a stack that does not opt in cannot publish, even by accident.
 set -euo pipefail
 stack=${1:?usage: pulumi_up.sh STACK}
-cli="$(cd "$(dirname "$0")/../.." && pwd)/.tools/bin/pulumi"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cli="$root/.tools/bin/pulumi"
 if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
   echo "::error title=state::PULUMI_BACKEND_URL is empty: pulumi up would write state on the runner (README: CI, deploy and where state lives)"
   exit 1
@@ -23,4 +26,4 @@ else
   echo "stack $stack does not publish: GITHUB_TOKEN withheld from the engine"
 fi
 "$cli" stack select --create --secrets-provider passphrase --non-interactive "$stack"
-exec "$cli" up --yes --non-interactive --stack "$stack"
+exec "$cli" up --yes --non-interactive --stack "$stack" --policy-pack "$root/policy"
