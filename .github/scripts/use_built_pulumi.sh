@@ -18,6 +18,7 @@ if ! [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
   echo "::error title=pulumi CLI::$bin/pulumi version printed '$version', not v<major>.<minor>.<patch>"
   exit 1
 fi
-echo "$bin" >> "${GITHUB_PATH:?GITHUB_PATH: this runs as a workflow step}"
-echo "version=${version#v}" >> "${GITHUB_OUTPUT:?GITHUB_OUTPUT: this runs as a workflow step}"
+: "${GITHUB_PATH:?GITHUB_PATH: this runs as a workflow step}" "${GITHUB_OUTPUT:?GITHUB_OUTPUT: this runs as a workflow step}"
+echo "$bin" >> "$GITHUB_PATH"
+echo "version=${version#v}" >> "$GITHUB_OUTPUT"
 echo "pulumi $version from $bin"
