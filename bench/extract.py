@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from results import record, reset  # noqa: E402
 
+from rocm_bake.archset import ArchSet  # noqa: E402
 from rocm_bake import progress  # noqa: E402
 from rocm_bake.registry.extract import fetch_wheels  # noqa: E402
 from rocm_bake.registry.client import OCI_MANIFEST  # noqa: E402
@@ -176,7 +177,7 @@ def skopeo_copy(ref: str, out: Path) -> float | None:
 
 def timed_fetch(ref: str, dist: Path, all_layers: bool) -> tuple[float, int, int]:
     start = time.perf_counter()
-    result = fetch_wheels("gfx950", [ref], dist, all_layers=all_layers)
+    result = fetch_wheels(ArchSet("gfx950"), [ref], dist, all_layers=all_layers)
     return time.perf_counter() - start, result.bytes_fetched, result.wheel_bytes
 
 

@@ -19,8 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from results import record, reset  # noqa: E402
 
+from rocm_bake.archset import ArchSet  # noqa: E402
 from rocm_bake.index.build import build_index  # noqa: E402
-from rocm_bake.publish.release import Publisher  # noqa: E402
+from rocm_bake.publish.publisher import Publisher  # noqa: E402
 from tests.fake_github import FakeGitHub  # noqa: E402
 from tests.index_fixtures import make_wheel  # noqa: E402
 from tests.publish_fixtures import make_client  # noqa: E402
@@ -34,9 +35,9 @@ def main(n: int) -> None:
         dist = Path(tmp) / "dist"
         build_index("gfx950", wheels, dist)
         t0 = time.perf_counter()
-        first = Publisher(make_client(gh), "gfx950", dist).run()
+        first = Publisher(make_client(gh), ArchSet("gfx950"), dist).run()
         t1 = time.perf_counter()
-        again = Publisher(make_client(gh), "gfx950", dist).run()
+        again = Publisher(make_client(gh), ArchSet("gfx950"), dist).run()
         t2 = time.perf_counter()
         assert again.uploads == 0 and again.commits == 0
         print(f"first publish: {t1 - t0:.3f} s ({first.uploads} uploads, {first.commits} commit)")

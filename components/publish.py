@@ -38,11 +38,15 @@ import pulumi
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from components.dynamic import unknown_or_replace
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import DEFAULT_ROCM_VERSION
-from rocm_bake.publish import GitHubClient, GitHubEndpoints, github_endpoints
-from rocm_bake.publish import Publisher, commit_pages, ensure_release, git_blob_sha, pages_prefix, release_tag
-from rocm_bake.publish import release_text, remote_pages
+from rocm_bake.publish.apply import commit_pages, ensure_release
+from rocm_bake.publish.github import GitHubClient, GitHubEndpoints, github_endpoints
+from rocm_bake.publish.hashing import git_blob_sha
+from rocm_bake.publish.naming import pages_prefix, release_tag, release_text
+from rocm_bake.publish.plan import remote_pages
+from rocm_bake.publish.publisher import Publisher
 
 #: A different arch, repo, version or GitHub is a different release: replace.
 REPLACE_KEYS = ("arch", "repo", "rocm_version", "api_url")
@@ -57,7 +61,8 @@ def _endpoints(props: dict[str, Any]) -> GitHubEndpoints:
 
 
 def _publisher(props: dict[str, Any], client: GitHubClient) -> Publisher:
-    return Publisher(client, props["arch"], Path(props["dist"]), props.get("rocm_version") or DEFAULT_ROCM_VERSION)
+    return Publisher(client, ArchSet(props["arch"]), Path(props["dist"]),
+                     props.get("rocm_version") or DEFAULT_ROCM_VERSION)
 
 
 def _inputs(props: dict[str, Any]) -> dict[str, Any]:
@@ -141,10 +146,10 @@ class GitHubReleaseProvider(GitHubProvider):
     """The index's release: created (or adopted) through the core, so the CLI and Pulumi share one owner."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        tag = release_tag(props["arch"], props["rocm_version"])
+        tag = release_tag(ArchSet(props["arch"]), props["rocm_version"])
         with self.client(props) as client:
-            release = ensure_release(client, props["arch"], tag, props["rocm_version"], True)
-        name, body = release_text(props["arch"], props["rocm_version"])
+            release = ensure_release(client, ArchSet(props["arch"]), tag, props["rocm_version"], True)
+        name, body = release_text(ArchSet(props["arch"]), props["rocm_version"])
         return CreateResult(id_=f"{props['repo']}/{tag}", outs={**_inputs(props), "tag": tag,
                                                                  "release_id": release.id, "name": name, "body": body})
 
@@ -201,7 +206,8 @@ class ReleaseAssetsProvider(GitHubProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: what the release really holds (a hand-deleted or replaced asset shows as drift)."""
         with self.client(props) as client:
-            tag = props.get("tag") or release_tag(props["arch"], props.get("rocm_version") or DEFAULT_ROCM_VERSION)
+            tag = props.get("tag") or release_tag(ArchSet(props["arch"]),
+                                                  props.get("rocm_version") or DEFAULT_ROCM_VERSION)
             release = client.get_release_by_tag(tag)
             assets = client.list_assets(release.id) if release else []
         listed = [{"name": a.name, "size": a.size if a.state == "uploaded" else -1, "sha256": a.sha256}
@@ -230,7 +236,7 @@ class PagesIndexProvider(GitHubProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         outs = self._apply(props)
-        return CreateResult(id_=f"{props['repo']}/gh-pages/{pages_prefix(props['arch'])}", outs=outs)
+        return CreateResult(id_=f"{props['repo']}/gh-pages/{pages_prefix(ArchSet(props['arch']))}", outs=outs)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=self._apply(news))
@@ -247,14 +253,14 @@ class PagesIndexProvider(GitHubProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: the arch's folder as gh-pages holds it now (an edited page shows as drift)."""
         with self.client(props) as client:
-            _head, _tree, files = remote_pages(client, props["arch"])
+            _head, _tree, files = remote_pages(client, ArchSet(props["arch"]))
         return ReadResult(id_=id_, outs={**props, "files": files})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """One commit removing this arch's folder; other arches' folders stay."""
         with self.client(props) as client:
-            tag = release_tag(props["arch"], props.get("rocm_version") or DEFAULT_ROCM_VERSION)
-            commit_pages(client, props["arch"], tag, {})
+            tag = release_tag(ArchSet(props["arch"]), props.get("rocm_version") or DEFAULT_ROCM_VERSION)
+            commit_pages(client, ArchSet(props["arch"]), tag, {})
 
 
 class GitHubRelease(pulumi.dynamic.Resource):
@@ -263,7 +269,7 @@ class GitHubRelease(pulumi.dynamic.Resource):
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
         outs = {"release_id": None, "name": None, "body": None}
-        tag = release_tag(props["arch"], props["rocm_version"])  # known at declaration: plan shows it
+        tag = release_tag(ArchSet(props["arch"]), props["rocm_version"])  # known at declaration: plan shows it
         super().__init__(GitHubReleaseProvider(pulumi.get_stack()), name, {**props, "tag": tag, **outs}, opts)
 
 

@@ -21,6 +21,7 @@ import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from components.dynamic import check_inputs, unknown_or_replace
+from rocm_bake.archset import ArchSet
 from rocm_bake.registry import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
 from rocm_bake.registry import RegistryClient, check_ref_for_arch, read_fetch_manifest, reusable
 
@@ -37,7 +38,7 @@ def combined_digest(digests: Sequence[str]) -> str:
     return "sha256:" + hashlib.sha256("\n".join(digests).encode()).hexdigest()
 
 
-def resolve_digests(arch: str, refs: Sequence[str]) -> list[str]:
+def resolve_digests(arch: ArchSet, refs: Sequence[str]) -> list[str]:
     """Each ref's manifest digest (pinned refs need no request; tags cost one HEAD)."""
     parsed = [check_ref_for_arch(r, arch) for r in refs]
     pool: dict[str, RegistryClient] = {}
@@ -76,7 +77,7 @@ def on_disk(wheels_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
 def run_fetch(props: dict[str, Any]) -> FetchResult:
     return fetch_wheels(
-        props["arch"], list(props["image_refs"]), Path(props["dist"]), wheel_dir=props["wheel_dir"]
+        ArchSet(props["arch"]), list(props["image_refs"]), Path(props["dist"]), wheel_dir=props["wheel_dir"]
     )
 
 
@@ -84,7 +85,7 @@ def _check_refs(props: dict[str, Any]) -> None:
     """Every ref against the arch (check_inputs has already held back a list with an unknown in it)."""
     for ref in props.get("image_refs") or []:
         if ref != "":
-            check_ref_for_arch(ref, props["arch"])
+            check_ref_for_arch(ref, ArchSet(props["arch"]))
 
 
 class FetchedWheelsProvider(ResourceProvider):
@@ -111,7 +112,7 @@ class FetchedWheelsProvider(ResourceProvider):
         digests, _wheels = on_disk(Path(olds.get("wheels_dir") or _id))
         if digests != list(olds.get("manifest_digests") or []):
             return DiffResult(changes=True)  # deleted or edited behind our back
-        return DiffResult(changes=resolve_digests(news["arch"], refs) != digests)
+        return DiffResult(changes=resolve_digests(ArchSet(news["arch"]), refs) != digests)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=outputs(news, run_fetch(news)))

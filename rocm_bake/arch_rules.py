@@ -102,7 +102,7 @@ def image_target(res: Declared) -> Target | None:
 
 def check_tags(config: StackConfig, res: Declared) -> list[str]:
     """Images are tagged for this stack's arch and never ``:latest``; the wheel fetch reads only such tags."""
-    from rocm_bake.registry.client import check_ref_for_arch
+    from rocm_bake.registry.tags import check_ref_for_arch
 
     if res.type == IMAGE:
         tags = res.props.get("tags")
@@ -227,7 +227,7 @@ def is_publishing(res: Declared) -> bool:
 def check_own_release(config: StackConfig, res: Declared) -> list[str]:
     """A stack publishes only its own release, and only when ``rocm-bake:publish`` says so."""
     from rocm_bake.index.target import IndexTarget
-    from rocm_bake.publish.release import release_tag
+    from rocm_bake.publish.naming import release_tag
 
     if not is_publishing(res):
         return []

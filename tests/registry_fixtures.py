@@ -25,10 +25,11 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, scheme_for
-from rocm_bake.registry.server import start_registry, storage_dir
+from rocm_bake.registry.server import start_registry
 from rocm_bake.registry.tls import RegistryTls
 
 from tests.retry_fixtures import no_waits  # noqa: F401 - re-exported fixture
@@ -49,8 +50,12 @@ class Registry:
     root: Path
 
     def blob_path(self, digest: str) -> Path:
+        """Where the registry keeps a blob: under the storage root its config.yml names, in the filesystem
+        driver's own layout (``docker/registry/v2/blobs/sha256/ab/abcd…/data``)."""
+        config = yaml.safe_load((self.root / "config.yml").read_text(encoding="utf-8"))
         hexd = digest.split(":", 1)[1]
-        return storage_dir(self.root) / "blobs" / "sha256" / hexd[:2] / hexd / "data"
+        storage = Path(config["storage"]["filesystem"]["rootdirectory"])
+        return storage / "docker" / "registry" / "v2" / "blobs" / "sha256" / hexd[:2] / hexd / "data"
 
 
 def running_registry(root: Path, tls: RegistryTls | None = None) -> Iterator[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from components.index_provider import WheelIndexProvider
 from tests.index_fixtures import arch_wheel_set
 from tests.registry_fixtures import registry  # noqa: F401 - fixture
+from rocm_bake.archset import ArchSet
 
 
 def index_props(dist: Path, arch: str = "gfx950") -> dict:
@@ -112,7 +113,7 @@ def test_fetched_directories_follow_the_umask(registry, tmp_path: Path) -> None:
                         [Layer([Entry("wheels", kind="dir"), Entry(f"wheels/{name}", b"A")])])
     old = os.umask(0o022)
     try:
-        fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path / "dist")
+        fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path / "dist")
     finally:
         os.umask(old)
     out = tmp_path / "dist" / "wheels" / "gfx950"

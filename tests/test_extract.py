@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake import progress
 from rocm_bake.cli import main
 from rocm_bake.errors import RocmBakeError
@@ -65,7 +66,7 @@ def test_layers_in_order_with_whiteouts_and_non_wheels_ignored(registry: Registr
         Entry(f"wheels/{d}", b"D2"), Entry(f"wheels/.wh.{d}"),
     ], created_by="RUN rm /wheels/b*.whl # buildkit")
     pushed = push_image(registry.address, "rocm-bake/torch", TAG950, [base, upper])
-    result = fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
+    result = fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path)
     out = tmp_path / "wheels" / "gfx950"
     assert listing(out) == {a: sha(b"A2"), c: sha(b"C2"), d: sha(b"D2")}
     assert result.images[0].members_ignored == 3  # README, the nested wheel, the /opt wheel
@@ -82,24 +83,24 @@ def test_opaque_whiteout_and_replacing_the_directory(registry: Registry, tmp_pat
         wheel_layer({a: b"A", b: b"B"}),
         Layer([Entry("wheels", kind="dir"), Entry("wheels/.wh..wh..opq"), Entry(f"wheels/{c}", b"C")]),
     ])
-    fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
+    fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path)
     assert listing(tmp_path / "wheels" / "gfx950") == {c: sha(b"C")}
     gone = push_image(registry.address, "rocm-bake/gone", TAG950, [
         wheel_layer({a: b"A"}), Layer([Entry(".wh.wheels")], created_by="RUN rm -rf /wheels"),
     ])
     # the whole wheel directory whited out: no wheels is refused, and nothing is written
     with pytest.raises(RocmBakeError, match="no wheels found"):
-        fetch_wheels("gfx950", [gone.ref(registry.address)], tmp_path / "d2")
+        fetch_wheels(ArchSet("gfx950"), [gone.ref(registry.address)], tmp_path / "d2")
     assert not (tmp_path / "d2" / "wheels" / "gfx950").exists()
 
 
 def test_docker_schema2_and_uncompressed_layers(registry: Registry, tmp_path: Path) -> None:
     a, b = wheel("a"), wheel("b")
     docker = push_image(registry.address, "rocm-bake/docker", TAG950, [wheel_layer({a: b"DA"})], fmt="docker")
-    fetch_wheels("gfx950", [docker.ref(registry.address)], tmp_path / "one")
+    fetch_wheels(ArchSet("gfx950"), [docker.ref(registry.address)], tmp_path / "one")
     assert listing(tmp_path / "one" / "wheels" / "gfx950") == {a: sha(b"DA")}
     plain = push_image(registry.address, "rocm-bake/plain", TAG950, [wheel_layer({b: b"PB"}, compression="none")])
-    fetch_wheels("gfx950", [plain.ref(registry.address)], tmp_path / "two")
+    fetch_wheels(ArchSet("gfx950"), [plain.ref(registry.address)], tmp_path / "two")
     assert listing(tmp_path / "two" / "wheels" / "gfx950") == {b: sha(b"PB")}
 
 
@@ -110,7 +111,7 @@ def test_index_picks_linux_amd64(registry: Registry, tmp_path: Path, fmt: str) -
     arm = push_image(registry.address, repo, None, [wheel_layer({name: b"arm64 build"})], fmt=fmt, architecture="arm64")
     amd = push_image(registry.address, repo, None, [wheel_layer({name: b"amd64 build"})], fmt=fmt)
     index = push_index(registry.address, repo, TAG950, {"linux/arm64": arm, "linux/amd64": amd}, fmt=fmt)
-    result = fetch_wheels("gfx950", [index.ref(registry.address)], tmp_path)
+    result = fetch_wheels(ArchSet("gfx950"), [index.ref(registry.address)], tmp_path)
     assert listing(tmp_path / "wheels" / "gfx950") == {name: sha(b"amd64 build")}
     record = json.loads((tmp_path / "wheels" / "gfx950" / FETCH_MANIFEST).read_text())
     assert result.images[0].manifest_digest == index.digest
@@ -121,7 +122,7 @@ def test_index_without_amd64_is_refused(registry: Registry, tmp_path: Path) -> N
     arm = push_image(registry.address, "rocm-bake/armonly", None, [wheel_layer({wheel("a"): b"x"})], architecture="arm64")
     index = push_index(registry.address, "rocm-bake/armonly", TAG950, {"linux/arm64": arm})
     with pytest.raises(RocmBakeError, match="no linux/amd64 image.*linux/arm64"):
-        fetch_wheels("gfx950", [index.ref(registry.address)], tmp_path)
+        fetch_wheels(ArchSet("gfx950"), [index.ref(registry.address)], tmp_path)
     assert not (tmp_path / "wheels" / "gfx950").exists()
 
 
@@ -129,8 +130,8 @@ def test_two_arches_same_filenames_different_content(registry: Registry, tmp_pat
     name = wheel("amd_aiter", "0.1.28")
     p950 = push_image(registry.address, "rocm-bake/amd_aiter", TAG950, [wheel_layer({name: b"gfx950 code" * 50})])
     p1201 = push_image(registry.address, "rocm-bake/amd_aiter", TAG1201, [wheel_layer({name: b"gfx1201 code" * 9})])
-    fetch_wheels("gfx950", [p950.ref(registry.address)], tmp_path)
-    fetch_wheels("gfx1201", [p1201.ref(registry.address)], tmp_path)
+    fetch_wheels(ArchSet("gfx950"), [p950.ref(registry.address)], tmp_path)
+    fetch_wheels(ArchSet("gfx1201"), [p1201.ref(registry.address)], tmp_path)
     assert listing(tmp_path / "wheels" / "gfx950") == {name: sha(b"gfx950 code" * 50)}
     assert listing(tmp_path / "wheels" / "gfx1201") == {name: sha(b"gfx1201 code" * 9)}
 
@@ -139,13 +140,13 @@ def test_corrupted_blob_is_a_digest_mismatch_and_writes_nothing(registry: Regist
     a = wheel("a")
     pushed = push_image(registry.address, "rocm-bake/corrupt", TAG950, [wheel_layer({a: b"good" * 1000})])
     ref = pushed.ref(registry.address)
-    fetch_wheels("gfx950", [ref], tmp_path / "before")
+    fetch_wheels(ArchSet("gfx950"), [ref], tmp_path / "before")
     blob = registry.blob_path(pushed.layers[0]["digest"])
     data = bytearray(blob.read_bytes())
     data[-40] ^= 0xFF  # inside the gzip stream: still the declared size
     blob.write_bytes(bytes(data))
     with pytest.raises(RocmBakeError, match="digest mismatch"):
-        fetch_wheels("gfx950", [ref], tmp_path / "fresh")
+        fetch_wheels(ArchSet("gfx950"), [ref], tmp_path / "fresh")
     assert not (tmp_path / "fresh" / "wheels" / "gfx950").exists()
     assert leftovers(tmp_path / "fresh") == []
     # an existing directory is left exactly as it was
@@ -153,7 +154,7 @@ def test_corrupted_blob_is_a_digest_mismatch_and_writes_nothing(registry: Regist
     before = listing(out)
     (out / FETCH_MANIFEST).write_text((out / FETCH_MANIFEST).read_text().replace(pushed.digest, "sha256:" + "0" * 64))
     with pytest.raises(RocmBakeError, match="digest mismatch"):
-        fetch_wheels("gfx950", [ref], tmp_path / "before")
+        fetch_wheels(ArchSet("gfx950"), [ref], tmp_path / "before")
     assert listing(out) == before and leftovers(tmp_path / "before") == []
 
 
@@ -162,7 +163,7 @@ def test_truncated_blob_is_refused(registry: Registry, tmp_path: Path) -> None:
     blob = registry.blob_path(pushed.layers[0]["digest"])
     blob.write_bytes(blob.read_bytes()[:-10])
     with pytest.raises(RocmBakeError, match="bytes|digest"):
-        fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
+        fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path)
     assert not (tmp_path / "wheels" / "gfx950").exists()
 
 
@@ -173,7 +174,7 @@ def test_path_traversal_entries_are_refused(registry: Registry, tmp_path: Path, 
     ])
     dist = tmp_path / "dist"
     with pytest.raises(RocmBakeError, match="path traversal"):
-        fetch_wheels("gfx950", [pushed.ref(registry.address)], dist)
+        fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], dist)
     assert not (dist / "wheels" / "gfx950").exists() and leftovers(dist) == []
     assert [p for p in tmp_path.rglob("*evil*")] == []
 
@@ -184,23 +185,23 @@ def test_symlinked_wheel_refused_hardlink_to_wheel_kept(registry: Registry, tmp_
         Layer([Entry("wheels", kind="dir"), Entry(f"wheels/{a}", kind="symlink", linkname="/etc/passwd")])
     ])
     with pytest.raises(RocmBakeError, match="symlink"):
-        fetch_wheels("gfx950", [sym.ref(registry.address)], tmp_path / "s")
+        fetch_wheels(ArchSet("gfx950"), [sym.ref(registry.address)], tmp_path / "s")
     hard = push_image(registry.address, "rocm-bake/hard", TAG950, [
         Layer([Entry("wheels", kind="dir"), Entry(f"wheels/{a}", b"same"), Entry(f"wheels/{b}", kind="hardlink", linkname=f"wheels/{a}")])
     ])
-    fetch_wheels("gfx950", [hard.ref(registry.address)], tmp_path / "h")
+    fetch_wheels(ArchSet("gfx950"), [hard.ref(registry.address)], tmp_path / "h")
     assert listing(tmp_path / "h" / "wheels" / "gfx950") == {a: sha(b"same"), b: sha(b"same")}
     outside = push_image(registry.address, "rocm-bake/hardout", TAG950, [
         Layer([Entry("etc/secret", b"s"), Entry("wheels", kind="dir"), Entry(f"wheels/{b}", kind="hardlink", linkname="etc/secret")])
     ])
     with pytest.raises(RocmBakeError, match="hard link"):
-        fetch_wheels("gfx950", [outside.ref(registry.address)], tmp_path / "o")
+        fetch_wheels(ArchSet("gfx950"), [outside.ref(registry.address)], tmp_path / "o")
 
 
 def test_invalid_wheel_filename_refused(registry: Registry, tmp_path: Path) -> None:
     pushed = push_image(registry.address, "rocm-bake/badname", TAG950, [wheel_layer({"notawheel.whl": b"x"})])
     with pytest.raises(RocmBakeError, match="not a valid wheel filename"):
-        fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
+        fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path)
 
 
 def test_refetch_of_same_digest_is_a_skip_and_new_digest_refetches(registry: Registry, tmp_path: Path) -> None:
@@ -208,22 +209,22 @@ def test_refetch_of_same_digest_is_a_skip_and_new_digest_refetches(registry: Reg
     repo = "rocm-bake/refetch"
     first = push_image(registry.address, repo, TAG950, [wheel_layer({a: b"v1" * 100})])
     ref = first.ref(registry.address)
-    fetched = fetch_wheels("gfx950", [ref], tmp_path)
+    fetched = fetch_wheels(ArchSet("gfx950"), [ref], tmp_path)
     assert not fetched.skipped and fetched.bytes_fetched > 0
     out = tmp_path / "wheels" / "gfx950"
     inode = out.stat().st_ino
-    again = fetch_wheels("gfx950", [ref], tmp_path)
+    again = fetch_wheels(ArchSet("gfx950"), [ref], tmp_path)
     assert again.skipped and again.bytes_fetched == 0  # a HEAD answers the digest; no body, no blob
     assert out.stat().st_ino == inode
-    pinned = fetch_wheels("gfx950", [f"{registry.address}/{repo}@{first.digest}"], tmp_path)
+    pinned = fetch_wheels(ArchSet("gfx950"), [f"{registry.address}/{repo}@{first.digest}"], tmp_path)
     assert pinned.skipped and pinned.bytes_fetched == 0
     second = push_image(registry.address, repo, TAG950, [wheel_layer({a: b"v2" * 100})])
-    moved = fetch_wheels("gfx950", [ref], tmp_path)
+    moved = fetch_wheels(ArchSet("gfx950"), [ref], tmp_path)
     assert not moved.skipped and moved.images[0].manifest_digest == second.digest
     assert listing(out) == {a: sha(b"v2" * 100)}
     # a deleted wheel is noticed: the digest alone is not enough to skip
     (out / a).unlink()
-    assert not fetch_wheels("gfx950", [ref], tmp_path).skipped
+    assert not fetch_wheels(ArchSet("gfx950"), [ref], tmp_path).skipped
     assert listing(out) == {a: sha(b"v2" * 100)}
 
 
@@ -232,15 +233,15 @@ def test_several_images_one_arch_and_partial_reuse(registry: Registry, tmp_path:
     torch = push_image(registry.address, "rocm-bake/torch-multi", TAG950, [wheel_layer({t: b"T" * 300})])
     vision = push_image(registry.address, "rocm-bake/vision-multi", TAG950, [wheel_layer({v: b"V1"})])
     refs = [torch.ref(registry.address), vision.ref(registry.address)]
-    fetch_wheels("gfx950", refs, tmp_path)
+    fetch_wheels(ArchSet("gfx950"), refs, tmp_path)
     out = tmp_path / "wheels" / "gfx950"
     assert listing(out) == {t: sha(b"T" * 300), v: sha(b"V1")}
     push_image(registry.address, "rocm-bake/vision-multi", TAG950, [wheel_layer({v: b"V2"})])
-    result = fetch_wheels("gfx950", refs, tmp_path)
+    result = fetch_wheels(ArchSet("gfx950"), refs, tmp_path)
     assert [i.skipped for i in result.images] == [True, False]
     assert listing(out) == {t: sha(b"T" * 300), v: sha(b"V2")}
     # fewer images: the directory holds exactly what was asked for
-    assert not fetch_wheels("gfx950", refs[:1], tmp_path).skipped
+    assert not fetch_wheels(ArchSet("gfx950"), refs[:1], tmp_path).skipped
     assert listing(out) == {t: sha(b"T" * 300)}
 
 
@@ -249,7 +250,7 @@ def test_same_wheel_name_from_two_images_must_match(registry: Registry, tmp_path
     one = push_image(registry.address, "rocm-bake/clash-a", TAG950, [wheel_layer({t: b"one"})])
     two = push_image(registry.address, "rocm-bake/clash-b", TAG950, [wheel_layer({t: b"two"})])
     with pytest.raises(RocmBakeError, match="different content"):
-        fetch_wheels("gfx950", [one.ref(registry.address), two.ref(registry.address)], tmp_path)
+        fetch_wheels(ArchSet("gfx950"), [one.ref(registry.address), two.ref(registry.address)], tmp_path)
     assert not (tmp_path / "wheels" / "gfx950").exists() and leftovers(tmp_path) == []
 
 
@@ -259,16 +260,16 @@ def test_only_wheel_bearing_layers_are_fetched(registry: Registry, tmp_path: Pat
     other = Layer([Entry("usr/share/doc/x", b"doc" * 1000)], created_by="/bin/sh -c #(nop) ADD file:abc in /usr/share/doc ")
     wheels = wheel_layer({a: b"wheel"})
     pushed = push_image(registry.address, "rocm-bake/selective", TAG950, [big, wheels, other])
-    result = fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
+    result = fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path)
     image = result.images[0]
     assert (image.layers_fetched, image.layers_skipped) == (1, 2)
     assert result.bytes_fetched == pushed.manifest_bytes + pushed.config["size"] + pushed.layers[1]["size"]
-    full = fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path / "all", all_layers=True)
+    full = fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path / "all", all_layers=True)
     assert full.images[0].layers_fetched == 3
     assert full.bytes_fetched == pushed.manifest_bytes + pushed.config["size"] + sum(d["size"] for d in pushed.layers)
     # without a history mapping onto the layers, everything is fetched
     bare = push_image(registry.address, "rocm-bake/nohistory", TAG950, [big, wheels], history=False)
-    assert fetch_wheels("gfx950", [bare.ref(registry.address)], tmp_path / "bare").images[0].layers_fetched == 2
+    assert fetch_wheels(ArchSet("gfx950"), [bare.ref(registry.address)], tmp_path / "bare").images[0].layers_fetched == 2
 
 
 def test_layer_selection_rule() -> None:
@@ -288,7 +289,7 @@ def test_zstd_layers_are_fetched_and_streamed(registry: Registry, tmp_path: Path
     payload = bytes(range(256)) * 4096
     pushed = push_image(registry.address, "rocm-bake/zstd", TAG950,
                         [wheel_layer({wheel("a"): payload, wheel("b"): b"small"}, compression="zstd")])
-    result = fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
+    result = fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path)
     assert listing(tmp_path / "wheels" / "gfx950") == {wheel("a"): sha(payload), wheel("b"): sha(b"small")}
     assert result.bytes_fetched < len(payload)  # the compressed layer, not the inflated bytes
     assert pushed.layers[0]["mediaType"] == "application/vnd.oci.image.layer.v1.tar+zstd"
@@ -303,7 +304,7 @@ def test_zstd_layer_of_several_frames_and_a_skippable_frame(registry: Registry, 
     blob = zstd_cli(tar[:cut]) + skippable + zstd_cli(tar[cut:])
     pushed = push_image(registry.address, "rocm-bake/zstd-frames", TAG950,
                         [Layer([], compression="zstd", raw=tar, blob=blob)])
-    fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
+    fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path)
     assert listing(tmp_path / "wheels" / "gfx950") == {wheel("a"): sha(a), wheel("b"): sha(b)}
 
 
@@ -340,7 +341,7 @@ def test_zstd_layers_stream_members_before_the_blob_ends() -> None:
 def test_refused_refs_before_any_download(tmp_path: Path, ref: str, arch: str, message: str) -> None:
     # port 9 on loopback has no registry: a refusal that needed the network would fail differently
     with pytest.raises(RocmBakeError, match=message):
-        fetch_wheels(arch, [ref.format(r="127.0.0.1:9")], tmp_path)
+        fetch_wheels(ArchSet(arch), [ref.format(r="127.0.0.1:9")], tmp_path)
     assert not (tmp_path / "wheels").exists()
 
 
@@ -350,13 +351,13 @@ def test_existing_foreign_directory_is_not_replaced(registry: Registry, tmp_path
     out.mkdir(parents=True)
     (out / "mine.txt").write_text("hand-placed")
     with pytest.raises(RocmBakeError, match="rocm-bake did not write"):
-        fetch_wheels("gfx950", [pushed.ref(registry.address)], tmp_path)
+        fetch_wheels(ArchSet("gfx950"), [pushed.ref(registry.address)], tmp_path)
     assert [p.name for p in out.iterdir()] == ["mine.txt"]
 
 
 def test_missing_tag_is_a_clear_404(registry: Registry, tmp_path: Path) -> None:
     with pytest.raises(RocmBakeError, match="HTTP 404: not found"):
-        fetch_wheels("gfx950", [f"{registry.address}/rocm-bake/nothing:{TAG950}"], tmp_path)
+        fetch_wheels(ArchSet("gfx950"), [f"{registry.address}/rocm-bake/nothing:{TAG950}"], tmp_path)
 
 
 def test_cli_fetch_json_and_refusal(registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -380,12 +381,12 @@ def test_an_image_with_no_wheels_is_refused_and_keeps_the_previous_wheels(regist
     good = push_image(registry.address, "rocm-bake/empty-later", "gfx950-rocm10.1.0",
                       [Layer([Entry("wheels", kind="dir"), Entry(f"wheels/{wheel('torch')}", b"t")])])
     ref = f"{registry.address}/rocm-bake/empty-later:gfx950-rocm10.1.0"
-    first = fetch_wheels("gfx950", [ref], tmp_path)
+    first = fetch_wheels(ArchSet("gfx950"), [ref], tmp_path)
     assert [w.name for w in first.wheels] == [wheel("torch")] and good.digest
     push_image(registry.address, "rocm-bake/empty-later", "gfx950-rocm10.1.0",
                [Layer([Entry("wheels", kind="dir"), Entry("wheels/README", b"no wheels here")])])
     with pytest.raises(RocmBakeError, match=r"no wheels found under /wheels/ .* left as it was"):
-        fetch_wheels("gfx950", [ref], tmp_path)
+        fetch_wheels(ArchSet("gfx950"), [ref], tmp_path)
     out = tmp_path / "wheels" / "gfx950"
     assert (out / wheel("torch")).read_bytes() == b"t" and (out / FETCH_MANIFEST).is_file()
 
@@ -393,13 +394,13 @@ def test_an_image_with_no_wheels_is_refused_and_keeps_the_previous_wheels(regist
 
 def test_a_set_of_images_that_yields_no_wheels_is_refused(registry: Registry, tmp_path: Path) -> None:
     a = push_image(registry.address, "rocm-bake/none-a", TAG950, [wheel_layer({wheel("a"): b"a"})])
-    first = fetch_wheels("gfx950", [a.ref(registry.address)], tmp_path)
+    first = fetch_wheels(ArchSet("gfx950"), [a.ref(registry.address)], tmp_path)
     assert [w.name for w in first.wheels] == [wheel("a")]
     empty = [push_image(registry.address, f"rocm-bake/none-{x}", TAG950,
                         [Layer([Entry("wheels", kind="dir"), Entry("opt/x.bin", b"x")])]).ref(registry.address)
              for x in "bc"]
     with pytest.raises(RocmBakeError, match=r"no wheels found under /wheels/ in .*none-b.*none-c.* left as it was"):
-        fetch_wheels("gfx950", empty, tmp_path)
+        fetch_wheels(ArchSet("gfx950"), empty, tmp_path)
     assert listing(tmp_path / "wheels" / "gfx950") == {wheel("a"): sha(b"a")} and leftovers(tmp_path) == []
 
 
@@ -429,7 +430,7 @@ def test_read_only_out_is_refused_before_layers_and_an_unchanged_fetch_still_pas
     assert re.fullmatch(rf"rocm-bake: error: cannot write {dist}/wheels/gfx950: {dist} is not writable "
                         rf"\((read-only file system|permission denied)\); nothing was fetched\n", refused.stderr), refused.stderr
     assert list(dist.iterdir()) == []
-    fetch_wheels("gfx950", [ref], dist)  # now a real fetch; the same again on a read-only dist writes nothing
+    fetch_wheels(ArchSet("gfx950"), [ref], dist)  # now a real fetch; the same again on a read-only dist writes nothing
     again = run_read_only(dist, fetch)
     assert again.returncode == 0 and "unchanged" in again.stdout, again.stderr
 

@@ -14,7 +14,7 @@ import pytest
 
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.publish.github import GitHubHTTPError
-from rocm_bake.publish.release import git_blob_sha
+from rocm_bake.publish.hashing import git_blob_sha
 from tests.fake_github import FakeGitHub
 from tests.publish_fixtures import gh, make_client, no_waits  # noqa: F401 - fixtures
 

@@ -24,10 +24,10 @@ import pytest
 
 from rocm_bake.cli import main
 from rocm_bake.index import build_index
-from rocm_bake.index.target import IndexTarget
+from rocm_bake.archset import ArchSet
 from rocm_bake.publish import landing
 from rocm_bake.publish.landing import LANDING_PATH, LISTING_PATH
-from rocm_bake.publish.release import publish
+from rocm_bake.publish.publisher import publish
 from tests.fake_github import FakeGitHub
 
 from tests.index_fixtures import arch_wheel_set
@@ -54,13 +54,13 @@ def dist(tmp_path: Path) -> Path:
 
 
 def build(dist: Path, arch: str, names: list[str] | None = None) -> None:
-    wheels = dist / "wheels" / IndexTarget.parse(arch).dir_name
+    wheels = dist / "wheels" / ArchSet(arch).dir_name
     arch_wheel_set(wheels, arch, names)
     build_index(arch, wheels, dist)
 
 
 def put(gh: FakeGitHub, arch: str, dist: Path) -> None:
-    publish(arch, dist, gh.full_name, gh.state.token, endpoints=gh.endpoints())
+    publish(ArchSet(arch), dist, gh.full_name, gh.state.token, endpoints=gh.endpoints())
 
 
 class Rows(html.parser.HTMLParser):
@@ -110,7 +110,7 @@ def check_rows_match_what_is_published(page: str, files: dict[str, bytes], dist:
     """Every row against its folder on the branch and the local index it was published from."""
     found = parse(page)
     folders = sorted({p.split("/")[2] for p in files if p.endswith("/index.html") and p.count("/") == 3
-                      and IndexTarget.from_dir_name(p.split("/")[2])})
+                      and ArchSet.from_dir_name(p.split("/")[2])})
     assert sorted(found.rows) == folders
     listing = {i["dir_name"]: i for i in json.loads(files[LISTING_PATH])["indexes"]}
     assert sorted(listing) == folders
@@ -119,7 +119,7 @@ def check_rows_match_what_is_published(page: str, files: dict[str, bytes], dist:
         if only is not None and name not in only:
             continue
         arches, rocm, count, size, when, release, install = cells
-        target = IndexTarget.parse(name)
+        target = ArchSet(name)
         summary = json.loads(files[f"data/wheels/{name}/index.json"])
         wheels = local_wheels(dist, name)
         assert arches.startswith(", ".join(target.arches))
@@ -186,7 +186,7 @@ def test_last_published_is_when_the_folder_last_changed(gh: FakeGitHub, dist: Pa
 
 def commit_by_hand(gh: FakeGitHub, files: dict[str, bytes | None]) -> None:
     """Someone else's commit on gh-pages (None deletes a path)."""
-    from rocm_bake.publish import GitHubClient
+    from rocm_bake.publish.github import GitHubClient
 
     with GitHubClient(gh.full_name, gh.state.token, gh.endpoints()) as client:
         head = client.get_branch_head("gh-pages")
@@ -199,14 +199,16 @@ def commit_by_hand(gh: FakeGitHub, files: dict[str, bytes | None]) -> None:
 
 def test_the_page_never_lists_a_folder_that_is_not_there(gh: FakeGitHub, dist: Path) -> None:
     """Rows come from the folders on the branch, in the commit that changes them."""
-    from rocm_bake.publish import GitHubClient, commit_pages, release_tag
+    from rocm_bake.publish.apply import commit_pages
+    from rocm_bake.publish.github import GitHubClient
+    from rocm_bake.publish.naming import release_tag
 
     put(gh, "gfx950", dist)
     put(gh, FAT, dist)
     # removing a folder (what PagesIndex's delete does) takes its row with it, in the same commit
     commits = gh.state.commit_count()
     with GitHubClient(gh.full_name, gh.state.token, gh.endpoints()) as client:
-        commit_pages(client, "gfx950", release_tag("gfx950"), {})
+        commit_pages(client, ArchSet("gfx950"), release_tag(ArchSet("gfx950")), {})
     files = gh.state.branch_files()
     assert gh.state.commit_count() == commits + 1
     assert not any(p.startswith("data/wheels/gfx950/") for p in files)

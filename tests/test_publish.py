@@ -16,19 +16,22 @@ import pytest
 from rocm_bake import progress
 from rocm_bake.cli import main
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.publish.release import Publisher, git_blob_sha, publish, release_tag
+from rocm_bake.archset import ArchSet
+from rocm_bake.publish.hashing import git_blob_sha
+from rocm_bake.publish.naming import release_tag
+from rocm_bake.publish.publisher import Publisher, publish
 from tests.fake_github import FakeGitHub
 from tests.index_fixtures import NATIVE_TAG, ROCM, GIT, make_wheel, device_files
 from tests.publish_fixtures import build_arch_index, dist, gh, make_client, no_waits  # noqa: F401 - fixtures
 from tests.readonly_fixtures import run_read_only
 
-ARCH = "gfx950"
+ARCH = ArchSet("gfx950")
 TAG = release_tag(ARCH)
 TORCH = f"torch-2.15.0a0+{GIT}.{ROCM}-{NATIVE_TAG}.whl"
 
 
 def run(gh: FakeGitHub, dist: Path, arch: str = ARCH, dry_run: bool = False, **kw):
-    return Publisher(make_client(gh, **kw), arch, dist).run(dry_run=dry_run)
+    return Publisher(make_client(gh, **kw), ArchSet(arch), dist).run(dry_run=dry_run)
 
 
 def local_files(dist: Path, arch: str = ARCH) -> dict[str, bytes]:
@@ -36,7 +39,7 @@ def local_files(dist: Path, arch: str = ARCH) -> dict[str, bytes]:
 
 
 def assert_release_matches(gh: FakeGitHub, dist: Path, arch: str = ARCH) -> None:
-    assets = gh.state.release_assets(release_tag(arch))
+    assets = gh.state.release_assets(release_tag(ArchSet(arch)))
     assert {n: a["data"] for n, a in assets.items()} == local_files(dist, arch)
     assert all(a["state"] == "uploaded" for a in assets.values())
 
@@ -124,7 +127,7 @@ def test_two_arches_publish_side_by_side(gh: FakeGitHub, tmp_path: Path) -> None
     dist = tmp_path / "dist"
     run(gh, dist, "gfx950")
     run(gh, dist, "gfx1201")
-    a, b = gh.state.release_assets(release_tag("gfx950")), gh.state.release_assets(release_tag("gfx1201"))
+    a, b = gh.state.release_assets(release_tag(ArchSet("gfx950"))), gh.state.release_assets(release_tag(ArchSet("gfx1201")))
     assert TORCH in a and TORCH in b and a[TORCH]["digest"] != b[TORCH]["digest"]
     assert_release_matches(gh, dist, "gfx950")
     assert_release_matches(gh, dist, "gfx1201")
@@ -132,7 +135,7 @@ def test_two_arches_publish_side_by_side(gh: FakeGitHub, tmp_path: Path) -> None
     rebuild_torch(tmp_path, "gfx1201")
     result = run(gh, dist, "gfx1201")
     assert result.uploads == 1 and result.commits == 1
-    assert gh.state.release_assets(release_tag("gfx950")) == a  # untouched
+    assert gh.state.release_assets(release_tag(ArchSet("gfx950"))) == a  # untouched
     assert {p: d for p, d in gh.state.branch_files().items() if p.startswith("data/wheels/gfx950/")} == gfx950_pages
 
 

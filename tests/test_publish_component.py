@@ -14,11 +14,12 @@ from pulumi.dynamic.config import Config
 from components.publish import PagesIndexProvider, ReleaseAssetsProvider, declare_publish
 from rocm_bake.config import stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.publish.release import release_tag
+from rocm_bake.archset import ArchSet
+from rocm_bake.publish.naming import release_tag
 from tests.fake_github import FakeGitHub
 from tests.publish_fixtures import build_arch_index, dist, gh  # noqa: F401 - fixtures
 
-ARCH = "gfx950"
+ARCH = ArchSet("gfx950")
 
 
 def props(gh: FakeGitHub, dist: Path, **extra: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ STACK = "rotation"
 PROGRAM = '''
 import pulumi
 from components.publish import PublishedIndex
-from rocm_bake.publish import github_endpoints
+from rocm_bake.publish.github import github_endpoints
 
 c = pulumi.Config("rocm-bake")
 e = github_endpoints(api_url=c.require("githubApiUrl"), uploads_url=c.require("githubUploadsUrl"),

@@ -18,10 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rocm_bake.registry import server as registry_server
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.registry import server as registry_server
 from rocm_bake.registry.extract import fetch_wheels
-from rocm_bake.registry.client import RegistryClient, arch_tag, check_ref_for_arch, parse_challenge, parse_ref, scheme_for
+from rocm_bake.registry.client import RegistryClient, parse_challenge, parse_ref, scheme_for
+from rocm_bake.registry.tags import check_ref_for_arch, image_tag, tag_arch_set
 
 from tests.registry_fixtures import (  # noqa: F401 - fixtures
     RESET,
@@ -39,12 +41,15 @@ from tests.registry_fixtures import (  # noqa: F401 - fixtures
 TAG = "gfx950-rocm10.1.0"
 
 
-def test_arch_tag() -> None:
-    assert arch_tag("gfx950", "10.1.0") == "gfx950-rocm10.1.0"
-    with pytest.raises(RocmBakeError, match="unknown architecture"):
-        arch_tag("gfx951", "10.1.0")
+def test_image_tag_names_the_arch_set_and_reads_back_to_it() -> None:
+    fat = ArchSet("gfx950;gfx1201")
+    assert image_tag(ArchSet("gfx950"), "10.1.0") == "gfx950-rocm10.1.0"
+    assert image_tag(fat, "10.1.0") == "gfx950_gfx1201-rocm10.1.0"
+    assert tag_arch_set(image_tag(fat, "10.1.0")) == fat and tag_arch_set("gfx950-rocm10.1.0") == "gfx950"
     with pytest.raises(RocmBakeError, match="not X.Y.Z"):
-        arch_tag("gfx950", "10.1")
+        image_tag(ArchSet("gfx950"), "10.1")
+    with pytest.raises(RocmBakeError, match="unknown architecture 'gfx951'"):
+        tag_arch_set("gfx951-rocm10.1.0")
 
 
 def test_parse_ref() -> None:
@@ -63,15 +68,17 @@ def test_parse_ref() -> None:
 
 
 def test_check_ref_for_arch() -> None:
-    assert check_ref_for_arch(f"127.0.0.1:5000/rocm-bake/torch:{TAG}", "gfx950").tag == TAG
-    pinned = check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch@sha256:" + "0" * 64, "gfx950")
+    assert check_ref_for_arch(f"127.0.0.1:5000/rocm-bake/torch:{TAG}", ArchSet("gfx950")).tag == TAG
+    pinned = check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch@sha256:" + "0" * 64, ArchSet("gfx950"))
     assert pinned.tag is None and pinned.digest
     with pytest.raises(RocmBakeError, match="whichever architecture was pushed last"):
-        check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch:latest", "gfx950")
+        check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch:latest", ArchSet("gfx950"))
     with pytest.raises(RocmBakeError, match="tagged for gfx1151, not gfx950"):
-        check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch:gfx1151-rocm10.1.0", "gfx950")
-    with pytest.raises(RocmBakeError, match="unknown architecture"):
-        check_ref_for_arch(f"127.0.0.1:5000/rocm-bake/torch:{TAG}", "gfx951")
+        check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch:gfx1151-rocm10.1.0", ArchSet("gfx950"))
+    fat = ArchSet("gfx950;gfx1201")
+    assert check_ref_for_arch("127.0.0.1:5000/rocm-bake/torch:gfx950_gfx1201-rocm10.1.0", fat).tag
+    with pytest.raises(RocmBakeError, match="tagged for gfx950, not gfx950;gfx1201"):
+        check_ref_for_arch(f"127.0.0.1:5000/rocm-bake/torch:{TAG}", fat)  # one arch's wheels are not the fat build's
 
 
 def test_scheme_and_challenge(registry: Registry) -> None:
@@ -96,7 +103,7 @@ def test_bearer_token_auth_with_429_and_503_retried(
     name = wheel_image(registry, "rocm-bake/authed", b"behind a token" * 100)
     state.inject = [429, 503]
     client = RegistryClient(address, username="ci", password="s3cret")
-    result = fetch_wheels("gfx950", [f"{address}/rocm-bake/authed:{TAG}"], tmp_path, clients={address: client})
+    result = fetch_wheels(ArchSet("gfx950"), [f"{address}/rocm-bake/authed:{TAG}"], tmp_path, clients={address: client})
     assert [w.name for w in result.wheels] == [name]
     assert (tmp_path / "wheels" / "gfx950" / name).read_bytes() == b"behind a token" * 100
     assert state.injected == [429, 503]
@@ -116,7 +123,7 @@ def test_bearer_token_refused_without_credentials(
     wheel_image(registry, "rocm-bake/private", b"x")
     client = RegistryClient(address, username="", password="")
     with pytest.raises(RocmBakeError, match="refused a token anonymously.*ROCM_BAKE_REGISTRY_USERNAME"):
-        fetch_wheels("gfx950", [f"{address}/rocm-bake/private:{TAG}"], tmp_path, clients={address: client})
+        fetch_wheels(ArchSet("gfx950"), [f"{address}/rocm-bake/private:{TAG}"], tmp_path, clients={address: client})
     assert not (tmp_path / "wheels").exists()
 
 
@@ -125,7 +132,7 @@ def test_basic_auth(registry: Registry, proxy: tuple[str, ProxyState], tmp_path:
     state.mode = "basic"
     name = wheel_image(registry, "rocm-bake/basic", b"basic")
     good = RegistryClient(address, username="ci", password="s3cret")
-    fetch_wheels("gfx950", [f"{address}/rocm-bake/basic:{TAG}"], tmp_path, clients={address: good})
+    fetch_wheels(ArchSet("gfx950"), [f"{address}/rocm-bake/basic:{TAG}"], tmp_path, clients={address: good})
     assert (tmp_path / "wheels" / "gfx950" / name).read_bytes() == b"basic"
     bad = RegistryClient(address, username="ci", password="wrong")
     with pytest.raises(RocmBakeError, match="HTTP 401: authentication required"):
@@ -140,7 +147,7 @@ def test_persistent_5xx_gives_up_with_a_clear_error(
     client = RegistryClient(address, retries=2)
     with pytest.raises(RocmBakeError, match=r"manifest .*/rocm-bake/any:gfx950-rocm10.1.0: gave up after 3 attempts "
                                             r"in [0-9.]+ s: HTTP 503$"):
-        fetch_wheels("gfx950", [f"{address}/rocm-bake/any:{TAG}"], tmp_path, clients={address: client})
+        fetch_wheels(ArchSet("gfx950"), [f"{address}/rocm-bake/any:{TAG}"], tmp_path, clients={address: client})
     assert state.injected == [503, 503, 503]
     assert no_waits.getvalue().count("HTTP 503: waiting") == 2
     assert not (tmp_path / "wheels").exists()
@@ -184,7 +191,7 @@ def test_connection_resets_are_retried(registry: Registry, proxy: tuple[str, Pro
     state.mode = "none"
     name = wheel_image(registry, "rocm-bake/resets", b"r" * 5000)
     state.inject = [RESET, RESET, RESET]  # the HEAD, then the manifest GET twice
-    result = fetch_wheels("gfx950", [f"{address}/rocm-bake/resets:{TAG}"], tmp_path, clients={address: RegistryClient(address)})
+    result = fetch_wheels(ArchSet("gfx950"), [f"{address}/rocm-bake/resets:{TAG}"], tmp_path, clients={address: RegistryClient(address)})
     assert [w.name for w in result.wheels] == [name] and state.injected == [RESET] * 3
     lines = no_waits.getvalue().splitlines()
     assert len(lines) == 3 and all(re.search(r"(ReadError|RemoteProtocolError|ConnectError).*: waiting", line)
@@ -210,7 +217,7 @@ def test_a_registry_that_keeps_resetting_gives_up_with_a_clear_error(
     state.mode, state.always = "none", RESET
     with pytest.raises(RocmBakeError, match=r"manifest .*: gave up after 6 attempts in [0-9.]+ s: "
                                             r"(ReadError|RemoteProtocolError|ConnectError)"):
-        fetch_wheels("gfx950", [f"{address}/rocm-bake/any:{TAG}"], tmp_path, clients={address: RegistryClient(address)})
+        fetch_wheels(ArchSet("gfx950"), [f"{address}/rocm-bake/any:{TAG}"], tmp_path, clients={address: RegistryClient(address)})
     assert len(state.injected) == 6 and no_waits.getvalue().count("(attempt ") == 5
 
 
@@ -218,7 +225,7 @@ def test_credentials_in_a_ref_are_refused_and_never_echoed(tmp_path: Path) -> No
     for ref in ("ci:s3cret@127.0.0.1:5000/rocm-bake/torch:gfx950-rocm10.1.0",
                 "https://ci:s3cret@ghcr.io/o/torch:gfx950-rocm10.1.0"):
         with pytest.raises(RocmBakeError, match="credentials in an image ref are refused") as caught:
-            check_ref_for_arch(ref, "gfx950")
+            check_ref_for_arch(ref, ArchSet("gfx950"))
         assert "s3cret" not in str(caught.value) and "ROCM_BAKE_REGISTRY_USERNAME" in str(caught.value)
     with pytest.raises(RocmBakeError, match="credentials in a registry address") as caught:
         RegistryClient("ci:s3cret@127.0.0.1:5000")
@@ -261,7 +268,7 @@ def test_manifest_digest_verified_when_pinned(registry: Registry) -> None:
     client = RegistryClient(registry.address)
     digest, _, _ = client.get_manifest("rocm-bake/pin", TAG)
     assert client.resolve_digest(parse_ref(f"{registry.address}/rocm-bake/pin:{TAG}")) == digest
-    revisions = registry_server.storage_dir(registry.root) / "blobs" / "sha256" / digest[7:9] / digest[7:] / "data"
+    revisions = registry.blob_path(digest)  # a manifest is stored as a blob too
     body = revisions.read_bytes()
     assert hashlib.sha256(body).hexdigest() == digest[7:]
     tampered = body.replace(b'"schemaVersion": 2', b'"schemaVersion":  2')  # same JSON, other bytes

@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.client import RegistryClient, parse_ref, scheme_for, speaks_tls
 from rocm_bake.registry.extract import fetch_wheels
@@ -133,7 +134,7 @@ def test_fetch_over_tls_trusting_the_ca_through_ssl_cert_file(
     with RegistryClient(tls_registry.address) as client:
         assert client.base == f"https://{tls_registry.address}"
         assert client.resolve_digest(parse_ref(ref)) == pushed.digest
-    result = fetch_wheels("gfx950", [ref], tmp_path)
+    result = fetch_wheels(ArchSet("gfx950"), [ref], tmp_path)
     assert [w.name for w in result.wheels] == [name]
     assert (tmp_path / "wheels" / "gfx950" / name).read_bytes() == b"over tls" * 64
 
@@ -147,7 +148,7 @@ def test_an_untrusted_certificate_is_one_clear_error_without_retries_or_http(
     monkeypatch.delenv("SSL_CERT_FILE")  # certifi's roots only: our CA is not among them
     ref = f"{tls_registry.address}/rocm-bake/untrusted:{TAG}"
     with pytest.raises(RocmBakeError) as caught:
-        fetch_wheels("gfx950", [ref], tmp_path)
+        fetch_wheels(ArchSet("gfx950"), [ref], tmp_path)
     message = str(caught.value)
     assert f"https://{tls_registry.address}: TLS certificate not trusted" in message, message
     assert "SSL_CERT_FILE" in message and ".rocm-bake/tls/bundle.pem" in message

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import fetch_wheels
 
@@ -105,7 +106,7 @@ def test_a_dropped_layer_transfer_resumes_and_still_verifies(registry: Registry,
     proxy = CuttingProxy(registry.address, honour_range=honour_range)
     server = start_proxy(proxy)
     try:
-        result = fetch_wheels("gfx950", [f"{proxy.address}/{repo}:{TAG}"], tmp_path)
+        result = fetch_wheels(ArchSet("gfx950"), [f"{proxy.address}/{repo}:{TAG}"], tmp_path)
     finally:
         server.shutdown()
     out = tmp_path / "wheels" / "gfx950" / wheel("torch")
@@ -133,7 +134,7 @@ def test_drops_with_little_progress_back_off_then_give_up_clearly(registry: Regi
     try:
         with pytest.raises(RocmBakeError, match=r"blob .*@sha256:[0-9a-f]{64}: gave up after 6 attempts in [0-9.]+ s: "
                                                 r"connection dropped after 384000 of \d+ bytes"):
-            fetch_wheels("gfx950", [f"{proxy.address}/{repo}:{TAG}"], tmp_path)
+            fetch_wheels(ArchSet("gfx950"), [f"{proxy.address}/{repo}:{TAG}"], tmp_path)
     finally:
         server.shutdown()
     ranges = [r[1] for r in proxy.requests if r[0] in proxy.cut]

@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from rocm_bake.commands._arch_arg import arch_set
 from rocm_bake.http_waits import positive_seconds
 from rocm_bake.index import DEFAULT_ROCM_VERSION
 
@@ -16,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Publish what 'rocm-bake index build' wrote (it never fetches again). "
                     "The token comes from GITHUB_TOKEN and is never printed.",
     )
-    parser.add_argument("--arch", required=True, help="the index's architecture, e.g. gfx950")
+    parser.add_argument("--arch", required=True, type=arch_set,
+                        help="the index's architecture, e.g. gfx950, or a fat build's 'gfx950;gfx1201'")
     parser.add_argument("--dist", required=True, type=Path, help="DIST holding index/<arch>/")
     parser.add_argument("--repo", default=None,
                         help="OWNER/NAME of the GitHub repository (default: this checkout's origin remote when it "
@@ -43,8 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rocm_bake import progress
     from rocm_bake.errors import RocmBakeError
-    from rocm_bake.publish import github_endpoints, publish
+    from rocm_bake.publish.github import github_endpoints
     from rocm_bake.publish.origin import FROM_ORIGIN, origin_github_repo
+    from rocm_bake.publish.publisher import publish
 
     repo = args.repo or origin_github_repo()
     if repo is None:
@@ -71,5 +74,5 @@ def run(args: argparse.Namespace) -> int:
         commit = result.pages_commit or "none (unchanged)"
         print(f"done: {result.uploads} uploaded, {result.deletes} deleted, gh-pages commit {commit}")
         print(f'install: pip install --index-url {result.plan.pages_url} '
-              f'--extra-index-url https://pypi.org/simple "rocm-torch[device-{args.arch}]"')
+              f'--extra-index-url https://pypi.org/simple "rocm-torch[{args.arch.extra}]"')
     return 0

@@ -1,34 +1,12 @@
-"""Publishing one index: the GitHub REST client, the release and the gh-pages commit.
+"""Publishing one index: wheels to a per-arch GitHub release, its pages to gh-pages.
 
-The package face (see ``rocm_bake.lazy_face``): the CLI and the components import from here.
+One module per concern; callers import from the module itself:
+
+* ``naming``: the release tag, gh-pages folder and release text of an arch set.
+* ``local``: ``DIST/index/<dir_name>/`` read and checked against GitHub's limits.
+* ``hashing``: asset sha256s (cached) and git blob ids.
+* ``plan``: what would change on GitHub (read only).
+* ``apply``: verified uploads, the release, one gh-pages commit.
+* ``publisher``: ``Publisher`` and ``publish()``, the order that makes a rerun safe.
+* ``github``: the REST client; ``landing``: the site's landing page; ``origin``: the default repository.
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from rocm_bake.lazy_face import lazy_getattr
-
-_EXPORTS: dict[str, str] = {
-    "GitHubClient": "github",
-    "GitHubEndpoints": "github",
-    "github_endpoints": "github",
-    "Publisher": "release",
-    "commit_pages": "release",
-    "ensure_release": "release",
-    "git_blob_sha": "release",
-    "pages_prefix": "release",
-    "publish": "release",
-    "release_tag": "release",
-    "release_text": "release",
-    "remote_pages": "release",
-}
-
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:
-    from rocm_bake.publish.github import GitHubClient, GitHubEndpoints, github_endpoints
-    from rocm_bake.publish.release import Publisher, commit_pages, ensure_release, git_blob_sha, pages_prefix, publish, release_tag, release_text, remote_pages
-
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from rocm_bake.archset import ArchSet
+
 PYPI = "https://pypi.org/simple"
 #: Each index folder's summary, and the site-wide listing beside the page.
 SUMMARY_NAME = "index.json"
@@ -82,11 +84,12 @@ def now_utc() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def summarize(dir_name: str, arches: list[str], rocm_version: str, files: list[Path],
+def summarize(arch: ArchSet, rocm_version: str, files: list[Path],
               release_tag: str | None = None, release_url: str | None = None) -> IndexSummary:
     """An index's summary from its ``files/``: wheels counted (not their ``.metadata``), bytes summed."""
     wheels = [f for f in files if f.name.endswith(".whl")]
-    return IndexSummary(dir_name=dir_name, arches=arches, rocm_version=rocm_version, wheel_count=len(wheels),
+    return IndexSummary(dir_name=arch.dir_name, arches=list(arch.arches), rocm_version=rocm_version,
+                        wheel_count=len(wheels),
                         total_bytes=sum(f.stat().st_size for f in wheels),
                         release_tag=release_tag, release_url=release_url)
 
@@ -112,26 +115,25 @@ def _previous_dates(data: bytes | None) -> dict[str, str]:
     return {i.dir_name: i.published for i in listing.indexes if i.published}
 
 
-def _index_folders(paths: set[str]) -> list[str]:
-    """Every ``data/wheels/<dir>/`` holding a PEP 503 root (``index.html``) under a valid index name."""
-    from rocm_bake.index.target import IndexTarget
+def _index_folders(paths: set[str]) -> list[ArchSet]:
+    """The arch set of every ``data/wheels/<dir>/`` holding a PEP 503 root (``index.html``) under a valid index name.
 
+    The branch's folder names are read here, once; what is not an index name of ours is not listed.
+    """
     found = []
     for path in paths:
         rest = path[len(PAGES_ROOT):] if path.startswith(PAGES_ROOT) else ""
         name, _, leaf = rest.partition("/")
-        if leaf == "index.html" and IndexTarget.from_dir_name(name) is not None:
-            found.append(name)
-    return sorted(found)
+        arch = ArchSet.from_dir_name(name) if leaf == "index.html" else None
+        if arch is not None:
+            found.append(arch)
+    return sorted(found, key=lambda arch: arch.dir_name)
 
 
-def _bare(dir_name: str) -> ListedIndex:
+def _bare(arch: ArchSet) -> ListedIndex:
     """A folder with no summary of ours: listed (it is there), with what its name says."""
-    from rocm_bake.index.target import IndexTarget
-
-    target = IndexTarget.from_dir_name(dir_name)
-    return ListedIndex(dir_name=dir_name, arches=list(target.arches) if target else [dir_name],
-                       rocm_version="", wheel_count=-1, total_bytes=-1)
+    return ListedIndex(dir_name=arch.dir_name, arches=list(arch.arches), rocm_version="", wheel_count=-1,
+                       total_bytes=-1)
 
 
 def site_pages(files: dict[str, bytes | None], read: Callable[[str], bytes], base_url: str,
@@ -155,11 +157,12 @@ def site_pages(files: dict[str, bytes | None], read: Callable[[str], bytes], bas
     stamp = (when or now_utc()) if changed else None
     before = _previous_dates(content(LISTING_PATH))
     rows = []
-    for name in _index_folders(set(files)):
+    for arch in _index_folders(set(files)):
+        name = arch.dir_name
         raw = content(f"{PAGES_ROOT}{name}/{SUMMARY_NAME}")
         summary = parse_summary(raw) if raw is not None else None
         if summary is None or summary.dir_name != name:
-            row = _bare(name)
+            row = _bare(arch)
         else:
             row = ListedIndex(**summary.model_dump())
         row.published = stamp if name in changed else before.get(name)
@@ -296,16 +299,14 @@ every one:</p>
 
 def local_summaries(dist: Path, rocm_version: str) -> list[ListedIndex]:
     """Every index under ``DIST/index/`` for ``rocm-bake index page``; its date is when it was built."""
-    from rocm_bake.index.target import IndexTarget
-
     out = []
     root = Path(dist) / "index"
     for entry in sorted(root.iterdir()) if root.is_dir() else []:
-        target = IndexTarget.from_dir_name(entry.name)
+        arch = ArchSet.from_dir_name(entry.name)  # the directory listing is the edge
         files, page = entry / "files", entry / "index.html"
-        if target is None or not files.is_dir() or not page.is_file():
+        if arch is None or not files.is_dir() or not page.is_file():
             continue
-        summary = summarize(target.dir_name, list(target.arches), rocm_version, sorted(files.iterdir()))
+        summary = summarize(arch, rocm_version, sorted(files.iterdir()))
         built = dt.datetime.fromtimestamp(page.stat().st_mtime, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         out.append(ListedIndex(**summary.model_dump(), published=built))
     return out

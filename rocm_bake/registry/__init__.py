@@ -1,4 +1,4 @@
-"""OCI registry: the client, the selective wheel fetch, and the loopback registry server.
+"""OCI registry: the generic client, rocm-bake's image tags, the selective wheel fetch, and the loopback registry server.
 
 The package face (see ``rocm_bake.lazy_face``): the CLI and the components import from here.
 """
@@ -14,7 +14,7 @@ _EXPORTS: dict[str, str] = {
     "FETCH_MANIFEST": "extract",
     "FetchResult": "extract",
     "RegistryClient": "client",
-    "check_ref_for_arch": "client",
+    "check_ref_for_arch": "tags",
     "fetch_wheels": "extract",
     "read_fetch_manifest": "extract",
     "reusable": "extract",
@@ -23,7 +23,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from rocm_bake.registry.client import RegistryClient, check_ref_for_arch
+    from rocm_bake.registry.client import RegistryClient
+    from rocm_bake.registry.tags import check_ref_for_arch
     from rocm_bake.registry.extract import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels, read_fetch_manifest, reusable
 
 

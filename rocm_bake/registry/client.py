@@ -27,7 +27,6 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import BaseModel
 
-from rocm_bake.arch import validate_arch
 from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.http_waits import (
@@ -54,11 +53,6 @@ ACCEPT = ", ".join([OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST])
 PLATFORM_OS = "linux"
 PLATFORM_ARCH = "amd64"
 
-LATEST_REASON = (
-    ":latest is written by whichever architecture was pushed last, with the wheels "
-    "inside indistinguishable afterwards"
-)
-ROCM_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 REPO = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
@@ -70,19 +64,6 @@ PROGRESS_MIN_BYTES = 1 << 20
 MAX_MANIFEST_BYTES = 4 << 20
 ENV_USERNAME = "ROCM_BAKE_REGISTRY_USERNAME"
 ENV_PASSWORD = "ROCM_BAKE_REGISTRY_PASSWORD"
-
-
-def arch_tag(arch: str, rocm_version: str) -> str:
-    """The tag an arch's image carries: ``<arch>-rocm<rocm_version>``.
-
-    Wheels are fetched by architecture-specific tag, never :latest — written by
-    whichever architecture was pushed last, with the wheels inside
-    indistinguishable afterwards.
-    """
-    validate_arch(arch)
-    if not ROCM_VERSION.match(rocm_version):
-        raise RocmBakeError(f"ROCm version {rocm_version!r} is not X.Y.Z (e.g. 10.1.0)")
-    return f"{arch}-rocm{rocm_version}"
 
 
 class ImageRef(BaseModel):
@@ -113,15 +94,15 @@ def parse_ref(ref: str) -> ImageRef:
                             f"set {ENV_USERNAME}/{ENV_PASSWORD}")
     if has_scheme and "/" not in scheme:
         raise RocmBakeError(f"image ref {text!r}: an image ref has no scheme; drop {scheme}:// "
-                            f"(e.g. 127.0.0.1:5000/rocm-bake/torch:{arch_tag('gfx950', '10.1.0')})")
+                            f"(write HOST[:PORT]/REPOSITORY[:TAG][@DIGEST])")
     name, _, digest = text.partition("@")
     if digest and not DIGEST.match(digest):
         raise RocmBakeError(f"image ref {ref!r}: digest {digest!r} is not sha256:<64 hex>")
     registry, slash, rest = name.partition("/")
     if not slash or not ("." in registry or ":" in registry or registry == "localhost"):
         raise RocmBakeError(
-            f"image ref {ref!r} names no registry host: expected e.g. "
-            f"127.0.0.1:5000/rocm-bake/torch:{arch_tag('gfx950', '10.1.0')}"
+            f"image ref {ref!r} names no registry host: expected HOST[:PORT]/REPOSITORY[:TAG][@DIGEST], "
+            f"e.g. 127.0.0.1:5000/team/image:v1"
         )
     repository, tag = rest, None
     last = rest.rsplit("/", 1)[-1]
@@ -132,43 +113,6 @@ def parse_ref(ref: str) -> ImageRef:
     if not REPO.match(repository):
         raise RocmBakeError(f"image ref {ref!r}: repository {repository!r} is not a valid name")
     return ImageRef(registry=registry, repository=repository, tag=tag, digest=digest or None)
-
-
-def check_ref_for_arch(ref: str, arch: str) -> ImageRef:
-    """Parse ``ref`` and refuse it unless it can only mean ``arch``'s image.
-
-    Refused before any download: ``:latest``, no tag and no digest, and a tag
-    whose first ``-``-separated part is not ``arch``. A digest-only ref is
-    content-addressed, so it is accepted as is.
-    """
-    from rocm_bake.index.target import IndexTarget
-
-    target = IndexTarget.parse(arch)  # one arch, or a fat build's ;-list (tagged gfx950_gfx1201-...)
-    arch = target.spelling
-    expected = f"{target.tag_suffix}-rocm10.1.0"
-    parsed = parse_ref(ref)
-    if parsed.tag == "latest":
-        raise RocmBakeError(f"image ref {ref!r} refused for {arch}: {LATEST_REASON}")
-    if parsed.tag is None and parsed.digest is None:
-        raise RocmBakeError(
-            f"image ref {ref!r} has no tag, which means :latest: {LATEST_REASON}; "
-            f"use the arch tag, e.g. :{expected}"
-        )
-    if parsed.tag is not None:
-        head = parsed.tag.split("-", 1)[0]
-        try:
-            tag_target = IndexTarget.parse(head.replace("_", ";"))
-        except RocmBakeError:
-            raise RocmBakeError(
-                f"image ref {ref!r}: tag {parsed.tag!r} names no architecture "
-                f"(expected <arch>-rocm<version>, e.g. {expected}); {LATEST_REASON}"
-            ) from None
-        if tag_target != target:
-            raise RocmBakeError(
-                f"image ref {ref!r} is tagged for {tag_target.spelling}, not {arch}: refusing to put "
-                f"{tag_target.spelling} wheels in the {arch} index"
-            )
-    return parsed
 
 
 class Descriptor(BaseModel):

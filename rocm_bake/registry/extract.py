@@ -3,7 +3,7 @@
 Every wheel here has an architecture-independent filename (torch is
 ``torch-…-linux_x86_64.whl`` for gfx950 and gfx1201 alike), so one directory
 per arch is what keeps them from overwriting each other; this module fills
-that directory from images fetched by arch tag (see ``registry.check_ref_for_arch``).
+that directory from images fetched by arch tag (see ``rocm_bake.registry.tags``).
 
 * Only ``*.whl`` files directly inside the image's wheel directory are taken
   (default ``/wheels/``: every ``dockerfiles/*`` target ends in a ``FROM
@@ -38,7 +38,7 @@ from typing import IO, Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from pydantic import BaseModel, ValidationError
 
-from rocm_bake.index.target import IndexTarget
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.client import (
     Descriptor,
@@ -46,8 +46,8 @@ from rocm_bake.registry.client import (
     RegistryClient,
     ResolvedImage,
     VerifyingReader,
-    check_ref_for_arch,
 )
+from rocm_bake.registry.tags import check_ref_for_arch
 
 DEFAULT_WHEEL_DIR = "/wheels/"
 FETCH_MANIFEST = ".rocm-bake-fetch.json"
@@ -76,7 +76,7 @@ class FetchManifest(BaseModel):
     """The ``.rocm-bake-fetch.json`` beside the wheels."""
 
     schema_version: int = SCHEMA_VERSION
-    arch: str
+    arch: ArchSet
     wheel_dir: str
     images: list[ImageRecord]
     wheels: list[WheelRecord]
@@ -94,7 +94,7 @@ class ImageFetch(BaseModel):
 
 
 class FetchResult(BaseModel):
-    arch: str
+    arch: ArchSet
     wheels_dir: str
     #: True when every image's digest was already extracted: nothing changed.
     skipped: bool
@@ -431,7 +431,7 @@ def link_or_copy(src: Path, dest: Path) -> None:
 
 
 def fetch_wheels(
-    arch: str,
+    arch: ArchSet,
     image_refs: list[str],
     dist: Path,
     *,
@@ -445,8 +445,6 @@ def fetch_wheels(
     Every ref is checked against ``arch`` before anything is downloaded.
     Wheel names shared by two images must have identical content.
     """
-    target = IndexTarget.parse(arch)  # one arch, or a fat build's ;-list
-    arch = target.spelling
     if not image_refs:
         raise RocmBakeError(f"no images given for {arch}: pass at least one --image")
     refs = [check_ref_for_arch(r, arch) for r in image_refs]
@@ -457,7 +455,7 @@ def fetch_wheels(
     wheel_dir_norm = "/" + "/".join(wheel_parts) + "/"
     dist = Path(dist)
     root = dist / "wheels"
-    out = root / target.dir_name
+    out = root / arch.dir_name
     if dist.exists() and not dist.is_dir():
         raise RocmBakeError(f"--out {dist}: is not a directory (wheels go to DIST/wheels/<arch>/)")
     if out.exists() and not (out / FETCH_MANIFEST).exists():
@@ -487,7 +485,7 @@ def _client(pool: dict[str, RegistryClient], registry: str) -> RegistryClient:
 
 
 def _fetch(
-    arch: str,
+    arch: ArchSet,
     refs: list[ImageRef],
     out: Path,
     root: Path,
@@ -607,7 +605,7 @@ def _populate(
 
 
 def _result(
-    arch: str, out: Path, skipped: bool, images: list[ImageFetch], wheels: list[WheelRecord],
+    arch: ArchSet, out: Path, skipped: bool, images: list[ImageFetch], wheels: list[WheelRecord],
     pool: dict[str, RegistryClient],
     base: int,
 ) -> FetchResult:

@@ -80,11 +80,6 @@ def write_config(root: Path, port: int, tls: RegistryTls | None = None) -> Path:
     return path
 
 
-def storage_dir(root: Path) -> Path:
-    """Where the filesystem driver keeps blobs (``…/blobs/sha256/ab/abcd…/data``)."""
-    return root / "storage" / "docker" / "registry" / "v2"
-
-
 def v2_url(address: str, tls: RegistryTls | None) -> str:
     return f"{'https' if tls is not None else 'http'}://{address}/v2/"
 
