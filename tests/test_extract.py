@@ -373,6 +373,12 @@ def test_cli_fetch_json_and_refusal(registry: Registry, tmp_path: Path, capsys: 
     latest = f"{registry.address}/rocm-bake/cli:latest"
     assert main(["wheels", "fetch", "--arch", "gfx950", "--image", latest, "--out", str(tmp_path)]) == 2
     assert "whichever architecture was pushed last" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:  # --arch is parsed by argparse: one line, nothing fetched
+        main(["wheels", "fetch", "--arch", "GFX950", "--image", ref, "--out", str(tmp_path / "bad")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert "rocm-bake wheels fetch: error: argument --arch: malformed architecture name 'GFX950'" in err
+    assert not (tmp_path / "bad").exists()
 
 
 def test_an_image_with_no_wheels_is_refused_and_keeps_the_previous_wheels(registry: Registry,

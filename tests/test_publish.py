@@ -313,6 +313,19 @@ def test_cli_publish_dry_run_then_real(gh: FakeGitHub, dist: Path, capsys, monke
     assert code == 0 and "0 uploaded, 0 deleted, gh-pages commit none (unchanged)" in out
 
 
+def test_cli_a_bad_arch_is_one_parser_line_before_any_request(gh: FakeGitHub, dist: Path, capsys) -> None:
+    """--arch is parsed by argparse into an ArchSet: a bad one exits 2 naming the arch, and GitHub hears nothing."""
+    argv = ["publish", "--arch", "gfx950;gfx951", "--dist", str(dist), "--repo", gh.full_name,
+            "--api-url", gh.endpoints().api_url, "--dry-run"]
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1].startswith(
+        "rocm-bake publish: error: argument --arch: unknown architecture 'gfx951': known are gfx908"), err
+    assert gh.state.log == []
+
+
 def test_cli_publish_progress_lines_and_quiet(gh: FakeGitHub, dist: Path) -> None:
     """stderr not a terminal: one line per upload and one for the gh-pages commit; --quiet and --json: none."""
     e = gh.endpoints()

@@ -1,7 +1,8 @@
 """The landing page: one table that tells every user which index is theirs.
 
-"Every wheel here has an architecture-independent filename", so a user must
-find the index for their GPU before installing anything. Publishing writes,
+A wheel's filename does not say which GPU it was built for (torch's is the
+same for every arch), so a user must find the index for their GPU before
+installing anything. Publishing writes,
 in the same single gh-pages commit as the index itself:
 
 - ``data/wheels/<dir>/index.json``: what that index holds (arches, ROCm
@@ -29,11 +30,11 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from rocm_bake.archset import ArchSet
+from rocm_bake.publish.naming import PAGES_ROOT
 
 PYPI = "https://pypi.org/simple"
 #: Each index folder's summary, and the site-wide listing beside the page.
 SUMMARY_NAME = "index.json"
-PAGES_ROOT = "data/wheels/"
 LANDING_PATH = PAGES_ROOT + "index.html"
 LISTING_PATH = PAGES_ROOT + SUMMARY_NAME
 #: Reads the local GPUs' gfx names from the KFD topology with nothing installed (CPU nodes report 0).
@@ -206,7 +207,7 @@ def safe_link(url: str | None) -> str | None:
 
     A summary is read back from gh-pages, where anyone with push access can
     write it: a ``javascript:`` or ``data:`` "release" link would run in every
-    reader's browser (B11d), and plain http off this host can be swapped.
+    reader's browser, and plain http off this host can be swapped.
     """
     from urllib.parse import urlsplit
 

@@ -6,16 +6,17 @@ index gets its own release, and the tag carries the arch set:
 ``wheels-<dir_name>-rocm<version>``. Its pages live under
 ``data/wheels/<dir_name>/`` on gh-pages, the same name as its
 ``DIST/index/`` directory. The CLI and the Pulumi resources take these names
-from here, so either can adopt what the other created.
+from here, so either can adopt what the other created. Light on purpose:
+``which-index`` and config reading use the gh-pages layout without pydantic.
 """
 
 from __future__ import annotations
 
 from rocm_bake.archset import ArchSet
-from rocm_bake.index.versions import DEFAULT_ROCM_VERSION
+from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION
 
 PAGES_BRANCH = "gh-pages"
-#: Folder of gh-pages holding every index (and the landing page beside them).
+#: Folder of gh-pages holding every index, and the landing page beside them.
 PAGES_ROOT = "data/wheels/"
 
 

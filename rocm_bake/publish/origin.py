@@ -12,6 +12,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from rocm_bake.publish.naming import PAGES_ROOT
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: ``https://github.com/O/N(.git)``, ``git@github.com:O/N(.git)``, ``ssh://git@github.com/O/N(.git)``.
@@ -43,7 +45,7 @@ def origin_github_repo(repo_dir: Path = REPO_ROOT) -> str | None:
 #: GitHub Pages for a project repository (``rocm-bake:githubPagesUrl``'s default).
 DEFAULT_PAGES_URL = "https://{owner}.github.io/{repo}"
 #: Where publishing puts the indexes on the Pages site.
-PAGES_WHEELS = "data/wheels"
+PAGES_WHEELS = PAGES_ROOT.rstrip("/")
 
 
 def pages_index_base(repo: str, pages_url: str = DEFAULT_PAGES_URL) -> str:

@@ -516,7 +516,8 @@ def _fetch(
     check_writable(out)  # an unchanged fetch above writes nothing, so a read-only DIST is fine there
     try:
         root.mkdir(parents=True, exist_ok=True)
-        # mkdir, not mkdtemp (0700): the directory follows the umask like everything else served (D7)
+        # mkdir, not mkdtemp (0700): the directory gets the umask's mode like the rest of DIST,
+        # so another user serving DIST (a web server) can still read it
         tmp = root / f".tmp-{out.name}-{uuid.uuid4().hex[:8]}"
         os.mkdir(tmp)
     except OSError as exc:

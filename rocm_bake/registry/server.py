@@ -5,8 +5,9 @@ PORT --root DIR --tls-dir .rocm-bake/tls --daemon``: it serves TLS with a
 certificate from the checkout's own CA (``rocm_bake.registry.tls``), because
 the docker-build provider reads registries over https only and its
 ``refresh`` cannot see a plain-http one. Without ``--tls-dir`` it serves plain
-HTTP (loopback only), as the registry tests' own registries do. Tests call
-:func:`start_registry`, which picks a free loopback port. No Docker daemon is
+HTTP (loopback only), as the registry tests' own registries do. Both go
+through :func:`start_registry`, which picks a free loopback port when given
+none (the tests and the extract benchmark). No Docker daemon is
 involved: the registry is the upstream distribution binary, storing blobs
 under ``ROOT/storage/docker/registry/v2``.
 """
@@ -21,7 +22,6 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,8 +40,11 @@ class RunningRegistry(NamedTuple):
     """``address`` is ``127.0.0.1:PORT`` (image refs carry no scheme); ``tls`` is None for plain HTTP."""
 
     address: str
-    stop: Callable[[], None]
+    process: subprocess.Popen[bytes]
     tls: RegistryTls | None = None
+
+    def stop(self) -> None:
+        terminate(self.process)
 
 
 def registry_binary() -> Path:
@@ -118,17 +121,19 @@ def spawn(root: Path, port: int, *, detach: bool, tls: RegistryTls | None = None
         log.close()
 
 
-def start_registry(root: Path, port: int | None = None, tls: RegistryTls | None = None) -> RunningRegistry:
-    """Start a registry storing under ``root``; return its address and a stopper.
+def start_registry(root: Path, port: int | None = None, tls: RegistryTls | None = None, *,
+                   detach: bool = False) -> RunningRegistry:
+    """Start a registry storing under ``root`` and return once ``/v2/`` answers.
 
     With no ``port`` a free one is picked; a lost race for it is retried.
-    With ``tls`` it serves https with that server certificate.
+    With ``tls`` it serves https with that server certificate. ``detach``
+    puts it in its own session, so it outlives the caller (``make registry``).
     """
     attempts = 1 if port is not None else 3
     last: RocmBakeError | None = None
     for _ in range(attempts):
         chosen = port if port is not None else free_port()
-        proc = spawn(root, chosen, detach=False, tls=tls)
+        proc = spawn(root, chosen, detach=detach, tls=tls)
         address = f"127.0.0.1:{chosen}"
         try:
             wait_for_v2(address, proc, root / "registry.log", tls)
@@ -136,7 +141,7 @@ def start_registry(root: Path, port: int | None = None, tls: RegistryTls | None 
             terminate(proc)
             last = exc
             continue
-        return RunningRegistry(address, lambda p=proc: terminate(p), tls)
+        return RunningRegistry(address, proc, tls)
     assert last is not None
     raise last
 
@@ -160,25 +165,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--daemon", action="store_true", help="start in the background and return once /v2/ answers")
     args = parser.parse_args(argv)
     root: Path = args.root.resolve()
-    address = f"127.0.0.1:{args.port}"
     try:
         tls = ensure_tls(args.tls_dir) if args.tls_dir is not None else None
-        proc = spawn(root, args.port, detach=args.daemon, tls=tls)
-        wait_for_v2(address, proc, root / "registry.log", tls)
+        running = start_registry(root, args.port, tls, detach=args.daemon)
     except (RocmBakeError, OSError) as exc:
         print(f"rocm-bake: error: {exc}", file=sys.stderr)
         return 2
+    address, proc = running.address, running.process
     scheme = f"https, CA {tls.ca_cert}" if tls is not None else "plain http"
     if args.daemon:
         (root / "registry.pid").write_text(f"{proc.pid}\n", encoding="utf-8")
         print(f"registry on {address} ({scheme}; pid {proc.pid}, root {root}, log {root / 'registry.log'})")
         return 0
     print(f"registry on {address} ({scheme}; root {root}); Ctrl-C stops it")
-    signal.signal(signal.SIGTERM, lambda *_: terminate(proc))
+    signal.signal(signal.SIGTERM, lambda *_: running.stop())
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        terminate(proc)
+        running.stop()
         return 0
 
 
