@@ -1,4 +1,4 @@
-"""Honest diagnoses (A8a): each way a GitHub or registry call fails is named as what it is.
+"""Honest diagnoses: each way a GitHub or registry call fails is named as what it is.
 
 DNS, a refused connection and TLS are never retried and never blamed on a
 degraded GitHub; a timeout, 401, 403, 5xx and a rate limit each say theirs.

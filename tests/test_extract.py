@@ -285,7 +285,7 @@ def test_layer_selection_rule() -> None:
 
 
 def test_zstd_layers_are_fetched_and_streamed(registry: Registry, tmp_path: Path) -> None:
-    """BuildKit's compression=zstd layers (OCI +zstd media type) read through the declared backports.zstd (16.4)."""
+    """BuildKit's compression=zstd layers (OCI +zstd media type) read through the declared backports.zstd."""
     payload = bytes(range(256)) * 4096
     pushed = push_image(registry.address, "rocm-bake/zstd", TAG950,
                         [wheel_layer({wheel("a"): payload, wheel("b"): b"small"}, compression="zstd")])
@@ -383,7 +383,7 @@ def test_cli_fetch_json_and_refusal(registry: Registry, tmp_path: Path, capsys: 
 
 def test_an_image_with_no_wheels_is_refused_and_keeps_the_previous_wheels(registry: Registry,
                                                                            tmp_path: Path) -> None:
-    """Zero wheels is a broken build, never a reason to swap in an empty wheels/<arch>/ (17.3)."""
+    """Zero wheels is a broken build, never a reason to swap in an empty wheels/<arch>/."""
     good = push_image(registry.address, "rocm-bake/empty-later", "gfx950-rocm10.1.0",
                       [Layer([Entry("wheels", kind="dir"), Entry(f"wheels/{wheel('torch')}", b"t")])])
     ref = f"{registry.address}/rocm-bake/empty-later:gfx950-rocm10.1.0"

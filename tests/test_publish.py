@@ -411,7 +411,7 @@ def unquote_name(path: str) -> str:
 
 
 def test_a_broken_metadata_file_is_refused_before_anything_is_published(gh: FakeGitHub, dist: Path) -> None:
-    """The .metadata a resolver reads is validated when publishing, as METADATA is when building (16.5)."""
+    """The .metadata a resolver reads is validated when publishing, as METADATA is when building."""
     files = dist / "index" / ARCH / "files"
     meta = next(files.glob("torch-*.whl.metadata"))
     meta.write_bytes(meta.read_bytes().replace(b"Name: torch", b"Name: torch!!"))

@@ -216,7 +216,7 @@ def test_fat_build_publishes_its_own_release(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_token_in_the_environment_wins_over_the_configured_one(gh: FakeGitHub, dist: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """A8f: rotated in GITHUB_TOKEN, the old config secret (what state remembers) is not what is sent."""
+    """Rotated in GITHUB_TOKEN, the old config secret (what state remembers) is not what is sent."""
     provider = ReleaseAssetsProvider()
     provider.configure(ConfigureRequest(Config({"rocm-bake:githubToken": "ghp_old_token"}, "rocm-bake")))
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_new_token")
@@ -228,7 +228,7 @@ def test_a_token_in_the_environment_wins_over_the_configured_one(gh: FakeGitHub,
 
 
 def test_pages_url_is_honoured_by_the_provider_and_its_landing_page(gh: FakeGitHub, dist: Path) -> None:
-    """A8e: the pages_url input reaches the endpoints, the index_url output and the landing page's pip/uv lines."""
+    """The pages_url input reaches the endpoints, the index_url output and the landing page's pip/uv lines."""
     site = f"{gh.web_url}/pages/{{owner}}/{{repo}}"
     p = props(gh, dist, pages_url=site)
     provider = configured(PagesIndexProvider, gh)
@@ -243,7 +243,7 @@ def test_pages_url_is_honoured_by_the_provider_and_its_landing_page(gh: FakeGitH
 
 
 def test_pages_url_config_is_declared_not_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A8e: PagesIndex was declared with pages_url None over the input."""
+    """The configured pages_url reaches PagesIndex as declared (not None in place of the input)."""
     resources, exports = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "t",
                                    "rocm-bake:githubRepo": "octo/rocm-bake",
                                    "rocm-bake:githubPagesUrl": "https://pages.example/{owner}/{repo}"}, monkeypatch)

@@ -1,4 +1,4 @@
-"""A8f on the real engine: after a token rotation, ``refresh`` and ``destroy`` use the current token.
+"""On the real engine: after a token rotation, ``refresh`` and ``destroy`` use the current token.
 
 The engine configures a dynamic provider from state on ``refresh`` and
 ``destroy`` (the token of the last ``up``). The loopback GitHub accepts only

@@ -1,4 +1,4 @@
-"""A dropped connection mid-layer resumes with Range from the byte it reached (16.3).
+"""A dropped connection mid-layer resumes with Range from the byte it reached.
 
 A loopback proxy in front of the real ``docker-registry`` cuts the first
 transfer of each blob halfway (headers promise the whole blob, the socket

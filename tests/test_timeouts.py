@@ -1,4 +1,4 @@
-"""A server that accepts the connection and never answers: a clear error within the bound, and visible retries (17.4).
+"""A server that accepts the connection and never answers: a clear error within the bound, and visible retries.
 
 The hung server is a real loopback socket that accepts and then says nothing.
 In-process tests run stamina's testing mode (no backoff slept); the timeouts
