@@ -289,3 +289,12 @@ def test_the_page_renders_in_a_real_browser_at_phone_width(gh: FakeGitHub, dist:
                            capture_output=True, text=True, timeout=120)
     assert taken.returncode == 0, taken.stderr[-2000:]
     assert png_size(shot) == (412, 915) and shot.stat().st_size > 10_000
+
+
+def test_a_summary_naming_no_known_arch_read_back_from_the_branch_is_not_ours() -> None:
+    """Anyone with push access writes gh-pages: a summary's arches are validated as it is read, once."""
+    good = landing.summarize(ArchSet("gfx950;gfx1201"), "10.1.0", [])
+    assert landing.parse_summary(good.to_bytes()) == good and good.arches == ["gfx950", "gfx1201"]
+    for arches in (["<img src=x onerror=alert(1)>"], ["gfx951"], "gfx950"):
+        hostile = {**json.loads(good.to_bytes()), "arches": arches}
+        assert landing.parse_summary(json.dumps(hostile).encode()) is None, arches

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from rocm_bake.archset import ArchSet
+from rocm_bake.archset import Arch, ArchSet
 from rocm_bake.publish.naming import PAGES_ROOT
 
 PYPI = "https://pypi.org/simple"
@@ -50,7 +50,8 @@ class IndexSummary(BaseModel):
     """What one published index holds, as its folder's ``index.json`` records it."""
 
     dir_name: str
-    arches: list[str]
+    #: Validated when a summary is read back from the branch: one naming an unknown arch is not ours.
+    arches: list[Arch]
     rocm_version: str
     wheel_count: int
     total_bytes: int
