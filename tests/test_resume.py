@@ -15,7 +15,6 @@ import io
 import os
 import re
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path

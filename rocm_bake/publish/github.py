@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, model_validator
@@ -48,7 +48,6 @@ from rocm_bake.http_waits import (
     describe,
     hopeless,
     http_timeout,
-    is_loopback,
     redact,
     retry_after_seconds,
 )
