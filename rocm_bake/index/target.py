@@ -1,5 +1,10 @@
 """What one index serves: one arch, or one fat build's arches — named once, everywhere.
 
+Pending removal: ``rocm_bake.archset.ArchSet`` replaces this type. Only
+modules outside the core's arch, index and CLI code still import it
+(``rocm_bake/publish/``, ``rocm_bake/registry/``); once they take an
+``ArchSet``, this module goes.
+
 The seed: "PYTORCH_ROCM_ARCH='gfx950;gfx1201' — One fat build, both code
 objects in one binary, one set of tags". A fat build is served like a
 single-arch one, from its own index, so every name derived from the arch set
@@ -26,8 +31,6 @@ from __future__ import annotations
 
 import re
 
-#: Shape of a spelling before validation: arches joined by ``;`` (or ``-``, the directory spelling).
-_SEPARATORS = re.compile(r"[;-]")
 #: A directory name an index can have: one arch or several joined by ``-``.
 DIR_NAME = re.compile(r"^gfx[0-9a-f]+(?:-gfx[0-9a-f]+)*$")
 
@@ -66,15 +69,9 @@ class IndexTarget:
         """
         if isinstance(value, IndexTarget):
             return value
-        from rocm_bake.arch import RocmArch, parse_rocm_arch
+        from rocm_bake.archset import ArchSet
 
-        if isinstance(value, RocmArch):  # parsed once at the edge (stack config): not validated again
-            return cls(tuple(value.arches))
-
-        spelled = value.strip() if isinstance(value, str) else value
-        if isinstance(spelled, str) and "-" in spelled and ";" not in spelled:
-            spelled = spelled.replace("-", ";")
-        return cls(tuple(parse_rocm_arch(spelled)))
+        return cls(tuple(ArchSet(value).arches))
 
     @classmethod
     def from_dir_name(cls, name: str) -> "IndexTarget | None":
@@ -113,9 +110,3 @@ class IndexTarget:
     def __str__(self) -> str:
         return self.spelling
 
-
-def dir_name_of(value: "str | IndexTarget") -> str:
-    """The directory name for ``value`` without validating it (cheap; for paths of a known target)."""
-    if isinstance(value, IndexTarget):
-        return value.dir_name
-    return "-".join(a for a in _SEPARATORS.split(value.strip()) if a)
