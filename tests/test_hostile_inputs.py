@@ -129,9 +129,11 @@ def kind(action: argparse.Action) -> str:
         return "choice"
     if action.type is not None and getattr(action.type, "__name__", "") in ("Path", "PosixPath"):
         return "path"
+    if "arch" in action.dest:  # parsed by its argparse type (an ArchSet or Arch), still an arch
+        return "arch"
     if action.type not in (None, str):
         return "number"
-    return "arch" if "arch" in action.dest else "string"
+    return "string"
 
 
 def valued_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
