@@ -75,8 +75,8 @@ def test_an_index_declaring_another_arch_is_caught(tmp_path: Path, monkeypatch: 
     """A metapackage bug that let gfx1201's extra install gfx950's wheels must fail the check."""
     real = metapackage.requirement_lines
 
-    def leaky(arch: str, pins: dict) -> list[str]:  # type: ignore[type-arg]
-        return real(arch, pins) + real("gfx1201", pins)
+    def leaky(arch: ArchSet, pins: dict) -> list[str]:  # type: ignore[type-arg]
+        return real(arch, pins) + real(ArchSet("gfx1201"), pins)
 
     dist = tmp_path / "dist"
     with monkeypatch.context() as m:

@@ -190,6 +190,7 @@ def test_an_exception_at_any_step_leaves_the_old_index_or_the_new(wheels: Path, 
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
+    from rocm_bake.archset import ArchSet
     from rocm_bake.index import tree
     from rocm_bake.index.build import build_index
 

@@ -20,7 +20,8 @@ from rocm_bake.errors import RocmBakeError
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("arches", help="run list/preview/up over every arch stack in turn")
     parser.add_argument("action", choices=["list", "preview", "up"])
-    parser.add_argument("--arches", default=None, type=arch_argument(parse_arches), help="space-separated arch list (default: $ARCHES or the manifest)")
+    parser.add_argument("--arches", default=None, type=arch_argument(parse_arches),
+                        help="space-separated arch list (default: $ARCHES or the manifest)")
     parser.add_argument("--target", action="append", default=[], help="narrow to these build targets")
     parser.add_argument("--keep-going", action="store_true", help="go on to the next arch after a failure")
     parser.set_defaults(func=run)
