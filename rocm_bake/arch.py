@@ -1,11 +1,8 @@
 """Architecture policy: what a PYTORCH_ROCM_ARCH value implies for a build.
 
-Parse once, at the edge. ``Arch`` (one processor name) and ``RocmArch`` (a
-PYTORCH_ROCM_ARCH value: one arch, or a fat ``;``-list) are ``str`` subtypes
-whose constructors validate: holding one is proof it was checked, so the
-functions it passes through (the stack program, image plans, the GPU test)
-take it as it is, and constructing one from one costs an ``isinstance``.
-They stay strings, so f-strings, JSON and Pulumi inputs see plain names.
+The value itself is an ``ArchSet`` (``rocm_bake.archset``), parsed once at
+the edge (stack config, a CLI argument); every function here takes it, or
+its ``Arch`` members, as it is.
 
 The policy is a pure function of the arch value, so every branch the build
 takes is truth-table tested. Which fleet nodes hold a card is the fleet's
@@ -14,20 +11,11 @@ business (``rocm_bake.manifests.Fleet``): this module imports no manifest.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from rocm_bake.archset import (  # noqa: F401 - re-exported until every caller imports rocm_bake.archset
-    ARCH_PATTERN,
-    ArchSet,
-    KNOWN_ARCHES,
-    Arch,
-    ArchError,
-    _ParsedStr,
-    _shown,
-    sorted_arches,
-)
+from rocm_bake.archset import Arch, ArchError, ArchSet
 
 #: Upstream LLVM gates ``amdgpu-sched-strategy=coexec`` on these two together.
 SCHED_COEXEC_ARCHES: frozenset[str] = frozenset({"gfx950", "gfx1250"})
@@ -36,59 +24,8 @@ SCHED_COEXEC_ARCHES: frozenset[str] = frozenset({"gfx950", "gfx1250"})
 PREBUILD_LEVELS: frozenset[int] = frozenset({0, 1, 2})
 
 
-class RocmArch(_ParsedStr):
-    """A validated PYTORCH_ROCM_ARCH value: ``gfx950``, or ``gfx950;gfx1201`` for one fat build.
-
-    One value with several arches is one fat build: both code objects in one
-    binary and one set of tags. Duplicates are refused rather than collapsed,
-    since they usually mean a copy-paste error in stack config.
-    """
-
-    __slots__ = ()
-
-    @classmethod
-    def _normalised(cls, value: str) -> str:
-        if not value or not value.strip():
-            raise ArchError("empty PYTORCH_ROCM_ARCH: expected e.g. gfx950 or 'gfx950;gfx1201'")
-        arches = [Arch(part) for part in value.split(";")]
-        dupes = sorted({a for a in arches if arches.count(a) > 1})
-        if dupes:
-            raise ArchError(f"PYTORCH_ROCM_ARCH {_shown(value)} lists {', '.join(dupes)} more than once")
-        return value
-
-    @property
-    def arches(self) -> tuple[Arch, ...]:
-        """The arches in declared order (already validated with the whole value)."""
-        return tuple(Arch._trusted(part) for part in self.split(";"))
-
-    @property
-    def is_fat(self) -> bool:
-        """Several arches in one PYTORCH_ROCM_ARCH: one binary, one set of tags."""
-        return ";" in self
-
-    @property
-    def label(self) -> str:
-        """The arch part of image tags and cache refs: ``gfx950`` or ``gfx950_gfx1201``."""
-        return self.replace(";", "_")
-
-    @property
-    def index_name(self) -> str:
-        """The index directory, release and gh-pages folder name: ``gfx950`` or ``gfx950-gfx1201``."""
-        return self.replace(";", "-")
-
-
-def validate_arch(name: str) -> Arch:
-    """``name`` as an ``Arch`` if it is a known, well-formed arch; raise otherwise (free for an ``Arch``)."""
-    return Arch(name)
-
-
-def parse_rocm_arch(value: str) -> list[Arch]:
-    """Split a PYTORCH_ROCM_ARCH value (``;``-list) into validated arch names (free for a ``RocmArch``)."""
-    return list(ArchSet(value).arches)
-
-
-def is_rdna4(rocm_arch: str) -> bool:
-    """True when the arch string targets an RDNA4 (gfx12 consumer) part.
+def is_rdna4(rocm_arch: ArchSet) -> bool:
+    """True when the arch set targets an RDNA4 (gfx12 consumer) part.
 
     gfx1250 and gfx1251 are gfx12-numbered but MI450-class datacenter parts;
     a bare gfx12 substring test would apply RDNA-only settings to a datacenter
@@ -98,17 +35,17 @@ def is_rdna4(rocm_arch: str) -> bool:
     return arch_rdna_test != arch_rdna_test.replace("gfx12", "")
 
 
-def is_cdna(arch: str) -> bool:
+def is_cdna(arch: Arch) -> bool:
     """True for the gfx9 datacenter family, where AITER's CK/ASM kernels exist."""
     return len(arch) == 6 and arch.startswith("gfx9")
 
 
-def uses_sched_coexec(arch: str) -> bool:
+def uses_sched_coexec(arch: Arch) -> bool:
     """True where upstream LLVM enables ``amdgpu-sched-strategy=coexec``."""
     return arch in SCHED_COEXEC_ARCHES
 
 
-def check_prebuild_kernels(arches: list[str] | tuple[str, ...], level: int | None) -> int:
+def check_prebuild_kernels(arches: Sequence[Arch], level: int | None) -> int:
     """Return the AITER PREBUILD_KERNELS level for a build, refusing unsafe pins.
 
     Level 0 is the default everywhere: build time is the binding constraint
@@ -149,14 +86,12 @@ class ArchPolicy(BaseModel):
     rocm_prune_keep: list[str]
 
 
-def arch_policy(rocm_arch: ArchSet | str, prebuild_kernels: int | None = None) -> ArchPolicy:
-    """Compute the policy for ``rocm_arch`` (one arch or a fat ``;``-list).
+def arch_policy(rocm: ArchSet, prebuild_kernels: int | None = None) -> ArchPolicy:
+    """Compute the policy for ``rocm`` (one arch or a fat ``;``-list).
 
     ``sched_coexec`` holds only when every arch in the build has it, since
-    the flag is passed once for the whole compile. A ``RocmArch`` is taken as
-    it is; a plain string (a CLI argument) is parsed here, once.
+    the flag is passed once for the whole compile.
     """
-    rocm = ArchSet(rocm_arch)
     arches = rocm.arches
     rdna4 = is_rdna4(rocm)
     return ArchPolicy(

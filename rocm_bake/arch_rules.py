@@ -21,7 +21,8 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rocm_bake.arch import ARCH_PATTERN, ArchError, RocmArch, check_prebuild_kernels
+from rocm_bake.arch import check_prebuild_kernels
+from rocm_bake.archset import ARCH_PATTERN, ArchError, ArchSet
 from rocm_bake.checkout import local_defaults
 from rocm_bake.config import StackConfig, stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
@@ -74,6 +75,11 @@ def stack_config(stack: str, config: Mapping[str, str], secret_keys: set[str] | 
     plain = dict(local_defaults(Path.cwd()))
     plain.update({k: v for k, v in config.items() if k not in secret_keys and k not in SECRET_KEYS})
     return stack_config_from_mapping(stack, plain, f"stack {stack} config")
+
+
+def declared_arch_set(value: str) -> ArchSet:
+    """An arch value a declared resource carries (a build arg, a publish input): the engine's input, parsed here."""
+    return ArchSet(value)
 
 
 def _known(value: Any) -> bool:
@@ -178,7 +184,7 @@ def check_prebuild(config: StackConfig, res: Declared) -> list[str]:
         return [f"{res.name}: PREBUILD_KERNELS={value!r} is not a level AITER knows (0, 1 or 2)"]
     arch_value = args.get("PYTORCH_ROCM_ARCH")
     try:
-        arches = RocmArch(arch_value).arches if isinstance(arch_value, str) else tuple(config.arches)
+        arches = declared_arch_set(arch_value).arches if isinstance(arch_value, str) else tuple(config.arches)
         check_prebuild_kernels(arches, level)
     except ArchError as exc:
         return [f"{res.name}: {exc}"]
@@ -226,7 +232,6 @@ def is_publishing(res: Declared) -> bool:
 
 def check_own_release(config: StackConfig, res: Declared) -> list[str]:
     """A stack publishes only its own release, and only when ``rocm-bake:publish`` says so."""
-    from rocm_bake.index.target import IndexTarget
     from rocm_bake.publish.naming import release_tag
 
     if not is_publishing(res):
@@ -236,11 +241,11 @@ def check_own_release(config: StackConfig, res: Declared) -> list[str]:
     if not config.publish:
         problems.append(f"{res.name} publishes, but stack {config.stack} has rocm-bake:publish false "
                         "(publishing is a separate decision)")
-    own = IndexTarget.parse(config.pytorch_rocm_arch)
+    own = config.pytorch_rocm_arch
     arch = props.get("arch")
     if isinstance(arch, str):
         try:
-            theirs = IndexTarget.parse(arch)
+            theirs = declared_arch_set(arch)
         except RocmBakeError as exc:
             theirs = None
             problems.append(f"{res.name}: {exc}")

@@ -5,6 +5,11 @@ exposes ``register(subparsers)``; this module discovers them, so adding a
 command never means editing a central list. A ``RocmBakeError`` (bad input,
 a refused operation, or a remote service given up on) prints as one line
 naming what was wrong and exits 2; bad input changes nothing.
+
+An arch on the command line is an edge: its argument's ``type=`` is
+``arch_argument(ArchSet)`` (or ``Arch``), so the command receives the typed
+value and a bad one is that same one ``rocm-bake: error:`` line, naming the
+argument, before the command runs.
 """
 
 from __future__ import annotations
@@ -13,11 +18,15 @@ import argparse
 import importlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn, TypeVar
 
 from rocm_bake import __version__, commands
+from rocm_bake.archset import ArchError
 from rocm_bake.errors import RocmBakeError
+
+Parsed = TypeVar("Parsed")
 
 
 def command_modules() -> dict[str, str]:
@@ -51,6 +60,38 @@ def chosen_command(argv: Sequence[str], names: set[str]) -> str | None:
     return word if word in names else None
 
 
+class ArchArgumentError(argparse.ArgumentTypeError):
+    """A bad arch argument: the ``ArchError`` message, reported as every bad input is (see ``Parser.error``)."""
+
+
+def arch_argument(parse: Callable[[str], Parsed]) -> Callable[[str], Parsed]:
+    """An argparse ``type=`` parsing an arch argument once, with ``parse`` (``ArchSet``, ``Arch``, a list).
+
+    argparse reports an ``ArgumentTypeError`` under the argument's name; the
+    ``ArchError`` it wraps already says which value and which rule.
+    """
+
+    def convert(value: str) -> Parsed:
+        try:
+            return parse(value)
+        except ArchError as exc:
+            raise ArchArgumentError(str(exc)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "arch")  # argparse names the type in some messages
+    return convert
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, except that a bad arch argument is the CLI's one error line (exit 2), not usage plus error."""
+
+    def error(self, message: str) -> NoReturn:
+        # argparse calls this while handling the ArgumentError it raised from our ArchArgumentError
+        handled = sys.exception()
+        if isinstance(handled, argparse.ArgumentError) and isinstance(handled.__context__, ArchArgumentError):
+            self.exit(2, f"rocm-bake: error: {elide(message)}\n")
+        super().error(message)
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The CLI's parser. Given ``argv``, only the chosen command's module is imported.
 
@@ -60,8 +101,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     only, and not at all once a command is chosen (argparse dispatches on that
     one name; a dozen unused subparsers were 5 ms of every call).
     """
-    parser = argparse.ArgumentParser(prog="rocm-bake", description=plain(__doc__.splitlines()[0]),
-                                     epilog="Run rocm-bake COMMAND --help for a command's options.")
+    parser = Parser(prog="rocm-bake", description=plain(__doc__.splitlines()[0]),
+                    epilog="Run rocm-bake COMMAND --help for a command's options.")
     parser.add_argument("--version", action="version", version=f"rocm-bake {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = command_modules()

@@ -91,17 +91,17 @@ class Fleet(BaseModel):
             raise ValueError(f"gpu_node {self.gpu_node!r} is not one of the nodes ({', '.join(names)})")
         return self
 
-    def nodes_for(self, arch: str) -> list[str]:
+    def nodes_for(self, arch: Arch) -> list[str]:
         """Names of nodes holding a GPU of ``arch`` (empty: cross-compile only). A lookup, not a validation."""
         return [n.name for n in self.nodes if arch in n.gpus]
 
-    def coverage(self, rocm_arch: ArchSet | str) -> FleetCoverage:
+    def coverage(self, rocm_arch: ArchSet) -> FleetCoverage:
         """The nodes that hold any arch of a build, and whether it is GPU-testable.
 
         A fat build is GPU-testable only when every arch in it has a node: an
         untested code object is not covered just because its neighbour is.
         """
-        arches = ArchSet(rocm_arch).arches
+        arches = rocm_arch.arches
         return FleetCoverage(
             fleet_nodes=sorted({n for a in arches for n in self.nodes_for(a)}),
             gpu_testable=all(self.nodes_for(a) for a in arches),

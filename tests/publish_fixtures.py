@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake.publish.github import GitHubClient
 from rocm_bake.index.build import IndexResult, build_index
 from tests.fake_github import FakeGitHub
@@ -29,7 +30,7 @@ def build_arch_index(tmp: Path, arch: str, names: list[str] | None = None) -> In
     """Real wheels for ``arch`` under ``tmp/wheels/<arch>``, indexed into ``tmp/dist``."""
     wheels = tmp / "wheels" / arch
     arch_wheel_set(wheels, arch, names)
-    return build_index(arch, wheels, tmp / "dist")
+    return build_index(ArchSet(arch), wheels, tmp / "dist")
 
 
 @pytest.fixture

@@ -38,6 +38,26 @@ def test_arch_show_malformed():
     assert result.returncode == 2 and "malformed architecture name 'sm_90'" in result.stderr
 
 
+@pytest.mark.parametrize(("argv", "line"), [
+    (["arch", "show", "sm_90"], "rocm-bake: error: argument arch: malformed architecture name 'sm_90'"),
+    (["index", "build", "--arch", "gfx950;gfx951", "--wheels", "w", "--out", "o"],
+     "rocm-bake: error: argument --arch: unknown architecture 'gfx951'"),
+    (["gpu-test", "--arch", "GFX1151"], "rocm-bake: error: argument --arch: malformed architecture name 'GFX1151'"),
+    (["arches", "list", "--arches", "gfx950 gfx950;"], "rocm-bake: error: argument --arches: malformed"),
+])
+def test_a_bad_arch_argument_is_one_error_line_before_the_command_runs(argv, line):
+    """The argument's type parses it: one line naming the argument and the rule, exit 2, no usage dump."""
+    result = rocm_bake(*argv)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(line), result.stderr
+
+
+def test_other_usage_errors_keep_argparse_usage():
+    result = rocm_bake("index", "build", "--wheels", "w", "--out", "o")
+    assert result.returncode == 2 and result.stderr.startswith("usage: rocm-bake index build")
+    assert "the following arguments are required: --arch" in result.stderr
+
+
 def test_nodes_lists_arches_and_uncovered():
     result = rocm_bake("nodes", "--json")
     data = json.loads(result.stdout)

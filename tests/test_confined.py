@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from components.index_provider import WheelIndexProvider
+from rocm_bake.archset import ArchSet
 from tests.index_fixtures import arch_wheel_set
 from tests.registry_fixtures import registry  # noqa: F401 - fixture
 from rocm_bake.archset import ArchSet
@@ -62,7 +63,7 @@ def test_wheels_are_copied_never_linked_into_an_index(tmp_path: Path) -> None:
     names = sorted(p.name for p in real.glob("*.whl"))
     os.symlink(real / names[0], wheels / names[0])  # a symlink
     os.link(real / names[1], wheels / names[1])  # a hard link
-    build_index("gfx950", wheels, tmp_path / "dist")
+    build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
     files = tmp_path / "dist" / "index" / "gfx950" / "files"
     for name in names:
         served = files / name
@@ -92,12 +93,12 @@ def test_record_hashes_are_checked_at_index_build(tmp_path: Path) -> None:
         for name, data in members.items():
             zf.writestr(name, data + b"# altered\n" if name == victim else data)
     with pytest.raises(RocmBakeError, match=rf"rule record: {victim} does not match its sha256"):
-        build_index("gfx950", wheels, tmp_path / "dist")
+        build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
     with zipfile.ZipFile(bad, "w") as zf:  # an extra member RECORD never listed
         for name, data in {**members, "nixl/extra.py": b"X = 1\n"}.items():
             zf.writestr(name, data)
     with pytest.raises(RocmBakeError, match="rule record: nixl/extra.py is not listed"):
-        build_index("gfx950", wheels, tmp_path / "dist")
+        build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
 
 
 def test_fetched_directories_follow_the_umask(registry, tmp_path: Path) -> None:  # noqa: F811 - fixture

@@ -377,7 +377,8 @@ def test_cli_fetch_json_and_refusal(registry: Registry, tmp_path: Path, capsys: 
         main(["wheels", "fetch", "--arch", "GFX950", "--image", ref, "--out", str(tmp_path / "bad")])
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and "Traceback" not in err
-    assert "rocm-bake wheels fetch: error: argument --arch: malformed architecture name 'GFX950'" in err
+    assert len(err.splitlines()) == 1 and err.startswith(
+        "rocm-bake: error: argument --arch: malformed architecture name 'GFX950'"), err
     assert not (tmp_path / "bad").exists()
 
 

@@ -33,6 +33,7 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from rocm_bake.archset import ArchSet
 from rocm_bake.cli import build_parser, command_modules, main
 from tests.index_fixtures import arch_wheel_set
 
@@ -367,7 +368,7 @@ def test_a_landing_page_built_locally_shows_local_install_lines(tmp_path: Path,
 
     dist = tmp_path / "dist"
     arch_wheel_set(dist / "wheels" / "gfx950", "gfx950", ["torch"])
-    build_index("gfx950", dist / "wheels" / "gfx950", dist)
+    build_index(ArchSet("gfx950"), dist / "wheels" / "gfx950", dist)
     assert main(["index", "page", str(dist), "--out", str(tmp_path / "site")]) == 0
     page = (tmp_path / "site" / "index.html").read_text()
     local = (dist / "index").resolve().as_uri()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rocm_bake.archset import Arch
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu.remote_test import (
     LOCK_TIMEOUT_STATUS,
@@ -53,23 +54,23 @@ def gpu_test(fleet_file, ssh_node, *args, known_hosts=None):  # noqa: F811
 def test_node_per_arch_from_the_shipped_manifest(monkeypatch):
     monkeypatch.delenv("GPU_HOST", raising=False)
     fleet = load_fleet()
-    assert select_node(fleet, "gfx1151").name == "snoc-strix"
-    assert select_node(fleet, "gfx1201").name == fleet.gpu_node == "snoc-navi"
-    assert select_node(fleet, "gfx950") is None and select_node(fleet, "gfx1250") is None
+    assert select_node(fleet, Arch("gfx1151")).name == "snoc-strix"
+    assert select_node(fleet, Arch("gfx1201")).name == fleet.gpu_node == "snoc-navi"
+    assert select_node(fleet, Arch("gfx950")) is None and select_node(fleet, Arch("gfx1250")) is None
 
 
 def test_node_per_arch_from_a_test_manifest(fleet_file):
     fleet = load_fleet(fleet_file)
-    assert select_node(fleet, "gfx1201").name == "navi"  # the gpu_node, which holds it
-    assert select_node(fleet, "gfx1151").name == "strix-a"  # gpu_node lacks it: first holder
-    assert select_node(fleet, "gfx1151", "strix-b").name == "strix-b"
+    assert select_node(fleet, Arch("gfx1201")).name == "navi"  # the gpu_node, which holds it
+    assert select_node(fleet, Arch("gfx1151")).name == "strix-a"  # gpu_node lacks it: first holder
+    assert select_node(fleet, Arch("gfx1151"), "strix-b").name == "strix-b"
 
 
 def test_host_without_the_card_is_refused():
     with pytest.raises(RocmBakeError, match="snoc-navi has gfx1201, not gfx1151; nodes with gfx1151: snoc-strix"):
-        select_node(load_fleet(), "gfx1151", "snoc-navi")
+        select_node(load_fleet(), Arch("gfx1151"), "snoc-navi")
     with pytest.raises(RocmBakeError, match="unknown fleet node 'nosuch'"):
-        select_node(load_fleet(), "gfx950", "nosuch")
+        select_node(load_fleet(), Arch("gfx950"), "nosuch")
 
 
 def test_host_to_a_node_without_the_card_exits_2_before_connecting(fleet_file, ssh_node):  # noqa: F811
@@ -115,7 +116,7 @@ def test_lines_arrive_before_the_remote_command_ends(fleet_file, ssh_node):  # n
     seen: list[tuple[float, str]] = []
     start = time.monotonic()
     result = run_gpu_test(
-        fleet, "gfx1151", IMAGE, "echo first; sleep 2; echo second", known_hosts=ssh_node.known_hosts,
+        fleet, Arch("gfx1151"), IMAGE, "echo first; sleep 2; echo second", known_hosts=ssh_node.known_hosts,
         identity=ssh_node.identity, on_stdout=lambda line: seen.append((time.monotonic() - start, line)),
         on_stderr=lambda line: None,
     )
@@ -143,10 +144,10 @@ def test_tag_only_or_wrong_arch_image_is_refused(fleet_file, ssh_node):  # noqa:
                       "127.0.0.1:5000/rocm-bake/torch:gfx1151-rocm10.1.0", "--test", "true")
     assert result.returncode == 2 and "not pinned by digest" in result.stderr and "image=" not in result.stdout
     with pytest.raises(RocmBakeError, match="tagged for gfx1201, not gfx1151"):
-        require_digest(NAVI_IMAGE, "gfx1151")
+        require_digest(NAVI_IMAGE, Arch("gfx1151"))
     with pytest.raises(RocmBakeError, match="digest"):
-        require_digest("127.0.0.1:5000/rocm-bake/torch@sha256:short", "gfx1151")
-    assert require_digest("127.0.0.1:5000/rocm-bake/torch@sha256:" + "0" * 64, "gfx1151").endswith("0" * 64)
+        require_digest("127.0.0.1:5000/rocm-bake/torch@sha256:short", Arch("gfx1151"))
+    assert require_digest("127.0.0.1:5000/rocm-bake/torch@sha256:" + "0" * 64, Arch("gfx1151")).endswith("0" * 64)
 
 
 def test_default_run_template_is_docker_by_digest():
@@ -158,7 +159,7 @@ def test_default_run_template_is_docker_by_digest():
     assert "awk '{print $1}'" in fill_run_template("{image} {test}", IMAGE, "awk '{print $1}'")
     with pytest.raises(RocmBakeError, match="no {image}"):
         fill_run_template("docker run {test}", IMAGE, "true")
-    script = remote_script(node, IMAGE, "true", 5, "gfx1151")
+    script = remote_script(node, IMAGE, "true", 5, Arch("gfx1151"))
     assert "flock -w 5 9" in script and "/tmp/rocm-bake-gpu-test.lock" in script
 
 

@@ -129,7 +129,7 @@ def kind(action: argparse.Action) -> str:
         return "choice"
     if action.type is not None and getattr(action.type, "__name__", "") in ("Path", "PosixPath"):
         return "path"
-    if "arch" in action.dest:  # parsed by argparse (type=arch_set) or by the command: the same hostile values
+    if "arch" in action.dest:  # parsed by its argparse type (an ArchSet or Arch), still an arch
         return "arch"
     if action.type not in (None, str):
         return "number"

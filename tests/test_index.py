@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
+from rocm_bake.archset import ArchSet
 from rocm_bake import cli, progress
 from rocm_bake.index import build as index_mod
 from rocm_bake.index import stamp
@@ -44,7 +45,7 @@ def gfx950(tmp_path: Path) -> Path:
 def test_layout_links_and_metadata(gfx950: Path, tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     before = tree(gfx950)
-    result = build_index("gfx950", gfx950, dist)
+    result = build_index(ArchSet("gfx950"), gfx950, dist)
     root = dist / "index" / "gfx950"
     assert result.index_dir == str(root) and result.arch == "gfx950"
     assert result.wheel_count == len(ARCH_SET) + 1
@@ -82,8 +83,8 @@ def test_layout_links_and_metadata(gfx950: Path, tmp_path: Path) -> None:
 
 
 def test_metapackage_pins_only_this_arch_and_is_reproducible(gfx950: Path, tmp_path: Path) -> None:
-    one = build_index("gfx950", gfx950, tmp_path / "one")
-    two = build_index("gfx950", gfx950, tmp_path / "two")
+    one = build_index(ArchSet("gfx950"), gfx950, tmp_path / "one")
+    two = build_index(ArchSet("gfx950"), gfx950, tmp_path / "two")
     assert one.metapackage == two.metapackage and one.index_sha256 == two.index_sha256
     a = tmp_path / "one" / "index" / "gfx950" / "files" / one.metapackage
     b = tmp_path / "two" / "index" / "gfx950" / "files" / two.metapackage
@@ -106,11 +107,11 @@ def test_metapackage_pins_only_this_arch_and_is_reproducible(gfx950: Path, tmp_p
 def test_metapackage_version_follows_its_pins(tmp_path: Path) -> None:
     a = tmp_path / "a"
     arch_wheel_set(a, "gfx950", names=["torch", "triton"])
-    first = build_index("gfx950", a, tmp_path / "d1").metapackage
+    first = build_index(ArchSet("gfx950"), a, tmp_path / "d1").metapackage
     for old in a.glob("triton-*"):
         old.unlink()
     make_wheel(a, "triton", f"3.6.1+{GIT}.{ROCM}", extra_files=device_files("triton", "gfx950"), tag=NATIVE_TAG)
-    second = build_index("gfx950", a, tmp_path / "d2").metapackage
+    second = build_index(ArchSet("gfx950"), a, tmp_path / "d2").metapackage
     assert first != second and second.startswith("rocm_torch-2.15.0a0+h")
 
 
@@ -118,9 +119,9 @@ def test_two_arches_share_dist_without_overwriting(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     for arch in ("gfx950", "gfx1201"):
         arch_wheel_set(dist / "wheels" / arch, arch)
-    r950 = build_index("gfx950", dist / "wheels" / "gfx950", dist)
+    r950 = build_index(ArchSet("gfx950"), dist / "wheels" / "gfx950", dist)
     snapshot = tree(dist / "index" / "gfx950")
-    r1201 = build_index("gfx1201", dist / "wheels" / "gfx1201", dist)
+    r1201 = build_index(ArchSet("gfx1201"), dist / "wheels" / "gfx1201", dist)
     assert tree(dist / "index" / "gfx950") == snapshot
     torch = f"torch-2.15.0a0+{GIT}.{ROCM}-{NATIVE_TAG}.whl"
     f950 = {f.filename: f.sha256 for f in r950.files}
@@ -134,25 +135,25 @@ def test_two_arches_share_dist_without_overwriting(tmp_path: Path) -> None:
 
 def test_wheel_url_points_hrefs_offsite(gfx950: Path, tmp_path: Path) -> None:
     url = "https://github.com/sbates130272/rocm-bake/releases/download/wheels-gfx950"
-    result = build_index("gfx950", gfx950, tmp_path / "dist", wheel_url=url + "/")
+    result = build_index(ArchSet("gfx950"), gfx950, tmp_path / "dist", wheel_url=url + "/")
     page = (tmp_path / "dist" / "index" / "gfx950" / "torch" / "index.html").read_text()
     (href, _, _), = ANCHOR.findall(page)
     torch = next(f for f in result.files if f.filename.startswith("torch-"))
     assert href == f"{url}/torch-2.15.0a0%2B{GIT}.{ROCM}-{NATIVE_TAG}.whl#sha256={torch.sha256}"
     # the metadata still sits beside the wheels in files/, to be uploaded with them
     assert (tmp_path / "dist" / "index" / "gfx950" / "files" / f"{torch.filename}.metadata").is_file()
-    relative = build_index("gfx950", gfx950, tmp_path / "dist")
+    relative = build_index(ArchSet("gfx950"), gfx950, tmp_path / "dist")
     assert relative.index_sha256 != result.index_sha256
     for bad in ("ftp://host/x", "https://host/x?tag=1", "releases/download"):
         with pytest.raises(RocmBakeError, match="--wheel-url"):
-            build_index("gfx950", gfx950, tmp_path / "dist", wheel_url=bad)
+            build_index(ArchSet("gfx950"), gfx950, tmp_path / "dist", wheel_url=bad)
 
 
 def _refuse_and_keep(wheels: Path, dist: Path, match: str) -> BaseException:
     root = dist / "index" / "gfx950"
     before = tree(root) if root.exists() else None
     with pytest.raises(RocmBakeError, match=match) as err:
-        build_index("gfx950", wheels, dist)
+        build_index(ArchSet("gfx950"), wheels, dist)
     after = tree(root) if root.exists() else None
     assert after == before
     assert not list((dist / "index").glob(".tmp-*")) if (dist / "index").exists() else True
@@ -168,7 +169,7 @@ def test_bad_input_writes_nothing_and_keeps_the_previous_index(gfx950: Path, tmp
     _refuse_and_keep(bad, dist, "rule no-arch-in-version")
     assert not (dist / "index" / "gfx950").exists()
 
-    good = build_index("gfx950", gfx950, dist)
+    good = build_index(ArchSet("gfx950"), gfx950, dist)
     # another arch's device code, e.g. fetched through :latest
     arch_wheel_set(tmp_path / "other", "gfx1201", names=["torch"])
     os.replace(next((tmp_path / "other").glob("torch-*")), next(gfx950.glob("torch-*")))
@@ -192,29 +193,29 @@ def test_metadata_must_match_the_filename(tmp_path: Path) -> None:
     wheels = tmp_path / "w"
     make_wheel(wheels, "nixl", "0.6.0", filename="nixl-0.7.0-py3-none-any.whl")
     with pytest.raises(RocmBakeError, match="rule metadata-matches-filename: METADATA says nixl 0.6.0"):
-        build_index("gfx950", wheels, tmp_path / "dist")
+        build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
     (wheels / "junk-1.0-py3-none-any.whl").unlink(missing_ok=True)
     (wheels / "nixl-0.7.0-py3-none-any.whl").write_bytes(b"not a zip")
     with pytest.raises(RocmBakeError, match="rule wheel-archive"):
-        build_index("gfx950", wheels, tmp_path / "dist")
+        build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
 
 
 def test_missing_empty_and_foreign(tmp_path: Path) -> None:
     with pytest.raises(RocmBakeError, match="does not exist"):
-        build_index("gfx950", tmp_path / "nope", tmp_path / "dist")
+        build_index(ArchSet("gfx950"), tmp_path / "nope", tmp_path / "dist")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / ".rocm-bake-fetch.json").write_text("{}")
     with pytest.raises(RocmBakeError, match="holds no .whl files"):
-        build_index("gfx950", tmp_path / "empty", tmp_path / "dist")
+        build_index(ArchSet("gfx950"), tmp_path / "empty", tmp_path / "dist")
     with pytest.raises(RocmBakeError, match="unknown architecture"):
-        build_index("gfx951", tmp_path / "empty", tmp_path / "dist")
+        build_index(ArchSet("gfx951"), tmp_path / "empty", tmp_path / "dist")
     wheels = tmp_path / "w"
     make_wheel(wheels, "nixl", "0.7.0")
     foreign = tmp_path / "dist" / "index" / "gfx950"
     foreign.mkdir(parents=True)
     (foreign / "mine.txt").write_text("keep")
     with pytest.raises(RocmBakeError, match="not an index rocm-bake wrote"):
-        build_index("gfx950", wheels, tmp_path / "dist")
+        build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
     assert (foreign / "mine.txt").read_text() == "keep"
 
 
@@ -223,17 +224,17 @@ def test_warm_rebuild_rehashes_nothing_and_changes_are_seen(
 ) -> None:
     dist = tmp_path / "dist"
     nixl = make_wheel(gfx950, "nixl", "0.7.0", extra_files={"nixl/extra.py": b"X = 2\n"})
-    cold = build_index("gfx950", gfx950, dist)
+    cold = build_index(ArchSet("gfx950"), gfx950, dist)
     total = sum(p.stat().st_size for p in gfx950.glob("*.whl"))
     assert cold.hashed_bytes == total
-    assert cache_path(dist, "gfx950").is_file()
+    assert cache_path(dist, ArchSet("gfx950")).is_file()
 
     def no_scan(path: Path) -> None:
         raise AssertionError(f"{path.name} re-scanned on a warm rebuild")
 
     with monkeypatch.context() as m:
         m.setattr(index_mod.offload, "wheel_targets", no_scan)
-        warm = build_index("gfx950", gfx950, dist)
+        warm = build_index(ArchSet("gfx950"), gfx950, dist)
     assert warm.hashed_bytes == 0 and warm.index_sha256 == cold.index_sha256
     assert warm.unchanged and not cold.unchanged  # the tree already matched: nothing rewritten
     # a damaged tree is rewritten even though no input changed
@@ -241,7 +242,7 @@ def test_warm_rebuild_rehashes_nothing_and_changes_are_seen(
     good_page = page.read_bytes()
     page.write_bytes(b"<html>stale</html>")
     (dist / "index" / "gfx950" / "files" / "stray.whl").write_bytes(b"x")
-    repaired = build_index("gfx950", gfx950, dist)
+    repaired = build_index(ArchSet("gfx950"), gfx950, dist)
     assert not repaired.unchanged and repaired.hashed_bytes == 0 and page.read_bytes() == good_page
     assert not (dist / "index" / "gfx950" / "files" / "stray.whl").exists()
 
@@ -257,20 +258,20 @@ def test_warm_rebuild_rehashes_nothing_and_changes_are_seen(
     os.utime(fresh, ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(fresh, nixl)
     assert (nixl.stat().st_size, nixl.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
-    changed = build_index("gfx950", gfx950, dist)
+    changed = build_index(ArchSet("gfx950"), gfx950, dist)
     assert changed.hashed_bytes == len(replacement)
     assert {f.filename: f.sha256 for f in changed.files}[nixl.name] == hashlib.sha256(replacement).hexdigest()
     assert changed.index_sha256 != cold.index_sha256
 
     # touched only: re-hashed, same digest
     os.utime(nixl, ns=(st.st_atime_ns, st.st_mtime_ns + 10_000_000))
-    touched = build_index("gfx950", gfx950, dist)
+    touched = build_index(ArchSet("gfx950"), gfx950, dist)
     assert touched.hashed_bytes == len(replacement) and touched.index_sha256 == changed.index_sha256
 
     # a corrupt cache is an empty cache, not an error (the stamp dropped, so the build runs for real)
-    cache_path(dist, "gfx950").write_text("{not json")
+    cache_path(dist, ArchSet("gfx950")).write_text("{not json")
     stamp.stamp_path(dist, "gfx950").unlink()
-    assert build_index("gfx950", gfx950, dist).hashed_bytes == total
+    assert build_index(ArchSet("gfx950"), gfx950, dist).hashed_bytes == total
 
 
 def test_served_index_resolves_from_metadata_alone(gfx950: Path, tmp_path: Path) -> None:
@@ -281,7 +282,7 @@ def test_served_index_resolves_from_metadata_alone(gfx950: Path, tmp_path: Path)
     #13482), so the no-bodies assertion is made with uv.
     """
     dist = tmp_path / "dist"
-    result = build_index("gfx950", gfx950, dist)
+    result = build_index(ArchSet("gfx950"), gfx950, dist)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     report = tmp_path / "report.json"
@@ -338,7 +339,7 @@ def test_progress_per_wheel_hashed_and_silenced_by_json_and_quiet(
         assert re.search(rf"^hash {re.escape(wheel.name)}: {shown} in [\d.]+ s", err, re.M), err
     for flag in ("--quiet", "--json"):
         stamp.stamp_path(dist, "gfx950").unlink()
-        cache_path(dist, "gfx950").unlink()
+        cache_path(dist, ArchSet("gfx950")).unlink()
         assert cli.main([*argv, flag]) == 0
         assert capsys.readouterr().err == ""
 
@@ -356,7 +357,7 @@ def test_cli_warm_build_imports_nothing_heavy(gfx950: Path, tmp_path: Path) -> N
         "before = set(sys.modules); code = args.func(args); "
         "new = sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
         "('pydantic', 'packaging', 'zipfile', 'pulumi', 'httpx', 'rich', 'rocm_bake') and "
-        "m not in ('rocm_bake.index.stamp', 'rocm_bake.index.target')); "
+        "m not in ('rocm_bake.index.stamp',)); "
         "print(code, ','.join(new) or '-')"
     )
     proc = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake import cli
 from rocm_bake.index import metapackage
 from rocm_bake.errors import RocmBakeError
@@ -23,7 +24,7 @@ ARCHES = ("gfx950", "gfx1201")
 def build(dist: Path, arches: tuple[str, ...] = ARCHES) -> None:
     for arch in arches:
         arch_wheel_set(dist / "wheels" / arch, arch)
-        build_index(arch, dist / "wheels" / arch, dist)
+        build_index(ArchSet(arch), dist / "wheels" / arch, dist)
 
 
 def test_each_index_installs_its_own_and_only_its_own(tmp_path: Path) -> None:
@@ -36,7 +37,7 @@ def test_each_index_installs_its_own_and_only_its_own(tmp_path: Path) -> None:
         (a, i, k) for a in ARCHES for i in ("pip", "uv") for k in ("install", "refusal")
     ]
     for r in report.results:
-        listed = {k: str(v) for k, v in index_wheels(dist, r.arch).items()}
+        listed = {k: str(v) for k, v in index_wheels(dist, ArchSet(r.arch)).items()}
         if r.kind == "install":
             assert r.requirement == f"rocm-torch[device-{r.arch}]"
             assert r.installed == listed and len(r.installed) == len(ARCH_SET) + 1
@@ -45,7 +46,7 @@ def test_each_index_installs_its_own_and_only_its_own(tmp_path: Path) -> None:
             assert r.installed == {"rocm-torch": listed["rocm-torch"]}
             assert r.warnings  # the installer said it ignored the undeclared extras
     # the two metapackages differ: each pins its own arch's extra
-    assert index_wheels(dist, "gfx950")["rocm-torch"] != index_wheels(dist, "gfx1201")["rocm-torch"]
+    assert index_wheels(dist, ArchSet("gfx950"))["rocm-torch"] != index_wheels(dist, ArchSet("gfx1201"))["rocm-torch"]
     assert "all passed" in report.text()
 
 
@@ -58,7 +59,7 @@ def test_a_tampered_wheel_fails_the_check_readably(tmp_path: Path) -> None:
     other = next(p for p in arch_wheel_set(tmp_path / "other", "gfx1201") if p.name == victim.name)
     victim.unlink()  # a hard link to the input: replace, never write through it
     victim.write_bytes(other.read_bytes())
-    report = check_index(dist, ["gfx950"])
+    report = check_index(dist, [ArchSet("gfx950")])
     assert not report.ok
     install = [r for r in report.results if r.kind == "install"]
     assert {r.installer for r in install} == {"pip", "uv"} and not any(r.ok for r in install)
@@ -74,14 +75,14 @@ def test_an_index_declaring_another_arch_is_caught(tmp_path: Path, monkeypatch: 
     """A metapackage bug that let gfx1201's extra install gfx950's wheels must fail the check."""
     real = metapackage.requirement_lines
 
-    def leaky(arch: str, pins: dict) -> list[str]:  # type: ignore[type-arg]
-        return real(arch, pins) + real("gfx1201", pins)
+    def leaky(arch: ArchSet, pins: dict) -> list[str]:  # type: ignore[type-arg]
+        return real(arch, pins) + real(ArchSet("gfx1201"), pins)
 
     dist = tmp_path / "dist"
     with monkeypatch.context() as m:
         m.setattr(metapackage, "requirement_lines", leaky)
         build(dist, ("gfx950",))
-    report = check_index(dist, ["gfx950"], installers=("uv",))
+    report = check_index(dist, [ArchSet("gfx950")], installers=("uv",))
     install, refusal = report.results
     assert install.ok and not refusal.ok and not report.ok
     assert refusal.problems[0] == "the gfx950 index did not refuse other arches' extras cleanly"

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake import cli
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index import IndexTarget, build_index, check_index
+from rocm_bake.index import build_index, check_index
 from rocm_bake.index.check import discover_arches, index_wheels, refused_extras
 
 from tests.index_fixtures import ARCH_SET, GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
@@ -19,27 +20,27 @@ from tests.index_fixtures import ARCH_SET, GIT, NATIVE_TAG, ROCM, arch_wheel_set
 FAT = "gfx950;gfx1201"
 
 
-def test_index_target_spellings() -> None:
-    fat = IndexTarget.parse(FAT)
+def test_arch_set_spellings() -> None:
+    fat = ArchSet(FAT)
     assert fat.arches == ("gfx950", "gfx1201") and fat.is_fat
     assert (fat.spelling, fat.dir_name, fat.extra, fat.tag_suffix) == (
         "gfx950;gfx1201", "gfx950-gfx1201", "device-gfx950-gfx1201", "gfx950_gfx1201")
-    assert IndexTarget.parse("gfx950-gfx1201") == fat  # the directory spelling parses back
-    assert IndexTarget.parse("gfx1201;gfx950").dir_name == "gfx1201-gfx950"  # declared order, everywhere
-    one = IndexTarget.parse("gfx950")
+    assert ArchSet("gfx950-gfx1201") == fat  # the directory spelling parses back
+    assert ArchSet("gfx1201;gfx950").dir_name == "gfx1201-gfx950"  # declared order, everywhere
+    one = ArchSet("gfx950")
     assert (one.dir_name, one.extra, one.tag_suffix, one.is_fat) == ("gfx950", "device-gfx950", "gfx950", False)
     for bad, match in [("gfx950;gfx950", "more than once"), ("gfx950;gfx951", "unknown architecture"),
                        ("", "empty"), ("gfx950,gfx1201", "malformed")]:
         with pytest.raises(RocmBakeError, match=match):
-            IndexTarget.parse(bad)
-    assert IndexTarget.from_dir_name(".trees") is None and IndexTarget.from_dir_name("gfx950-gfx1201") == fat
+            ArchSet(bad)
+    assert ArchSet.from_dir_name(".trees") is None and ArchSet.from_dir_name("gfx950-gfx1201") == fat
 
 
 def test_fat_index_layout_and_metapackage(tmp_path: Path) -> None:
     wheels = tmp_path / "dist" / "wheels" / "gfx950-gfx1201"
     arch_wheel_set(wheels, FAT)
     dist = tmp_path / "dist"
-    result = build_index(FAT, wheels, dist)
+    result = build_index(ArchSet(FAT), wheels, dist)
     root = dist / "index" / "gfx950-gfx1201"
     assert result.index_dir == str(root) and result.dir_name == "gfx950-gfx1201"
     assert result.arch == FAT and result.arches == ["gfx950", "gfx1201"] and result.extra == "device-gfx950-gfx1201"
@@ -50,9 +51,9 @@ def test_fat_index_layout_and_metapackage(tmp_path: Path) -> None:
     assert metadata.count('extra == "device-gfx950-gfx1201"') == len(ARCH_SET)
     assert "rocm-bake index for gfx950;gfx1201" in (root / "index.html").read_text()
     assert discover_arches(dist) == [FAT]
-    assert "device-gfx950" in refused_extras(IndexTarget.parse(FAT))
-    assert "device-gfx1201" in refused_extras(IndexTarget.parse(FAT))
-    assert set(index_wheels(dist, FAT)) == {n.replace("_", "-") for n, *_ in ARCH_SET} | {"rocm-torch"}
+    assert "device-gfx950" in refused_extras(ArchSet(FAT))
+    assert "device-gfx1201" in refused_extras(ArchSet(FAT))
+    assert set(index_wheels(dist, ArchSet(FAT))) == {n.replace("_", "-") for n, *_ in ARCH_SET} | {"rocm-torch"}
 
 
 def test_a_wheel_missing_one_arch_is_refused_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,11 +69,11 @@ def test_a_wheel_missing_one_arch_is_refused_naming_it(tmp_path: Path, capsys: p
     # the same torch is fine for the gfx950 index, and a gfx1201-only one is refused naming gfx950
     single = tmp_path / "single"
     arch_wheel_set(single, "gfx950", names=["torch"])
-    assert build_index("gfx950", single, tmp_path / "d950").wheel_count == 2
+    assert build_index(ArchSet("gfx950"), single, tmp_path / "d950").wheel_count == 2
     other = tmp_path / "other"
     arch_wheel_set(other, "gfx1201", names=["torch"])
     with pytest.raises(RocmBakeError, match="device code is for gfx1201, missing gfx950"):
-        build_index(FAT, other, tmp_path / "d")
+        build_index(ArchSet(FAT), other, tmp_path / "d")
 
 
 def test_fat_index_installs_its_combined_extra_and_refuses_single_arch_extras(

@@ -11,6 +11,7 @@ import pytest
 
 from components.dynamic import UNKNOWN
 from components.index_provider import WheelIndex, WheelIndexProvider
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import build_index
 
@@ -32,7 +33,7 @@ def test_create_diff_update_delete(tmp_path: Path) -> None:
     outs = created.outs
     assert created.id == str(dist / "index" / "gfx950") == outs["index_dir"]
     assert outs["wheel_count"] == len(ARCH_SET) + 1
-    assert outs["index_sha256"] == build_index("gfx950", wheels, dist).index_sha256  # stable digest
+    assert outs["index_sha256"] == build_index(ArchSet("gfx950"), wheels, dist).index_sha256  # stable digest
     assert outs["metapackage"].startswith("rocm_torch-")
 
     # nothing changed: no diff (and no re-hash needed to know it)

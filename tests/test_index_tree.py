@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import build as index_mod
 from rocm_bake.index import stamp, tree
@@ -78,7 +79,7 @@ def changed_files(before: dict[str, int], after: dict[str, int]) -> set[str]:
 def test_one_changed_wheel_rewrites_only_its_files(wheels: Path, tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     root = dist / "index" / "gfx950"
-    cold = build_index("gfx950", wheels, dist)
+    cold = build_index(ArchSet("gfx950"), wheels, dist)
     assert cold.files_written == len(snapshot(root)) and cold.files_kept == 0
     assert root.is_symlink() and not Path(os.readlink(root)).is_absolute()
     meta = f"files/{cold.metapackage}"
@@ -88,7 +89,7 @@ def test_one_changed_wheel_rewrites_only_its_files(wheels: Path, tmp_path: Path)
     nixl = wheels / "nixl-0.7.0-py3-none-any.whl"
     nixl.unlink()
     make_wheel(wheels, "nixl", "0.7.0", extra_files={"nixl/extra.py": b"X = 1\n"}, requires_python=">=3.10")
-    same_version = build_index("gfx950", wheels, dist)
+    same_version = build_index(ArchSet("gfx950"), wheels, dist)
     assert changed_files(before, inodes(root)) == {"files/nixl-0.7.0-py3-none-any.whl", "nixl/index.html"}
     assert same_version.files_written == 2 and same_version.files_kept == len(before) - 2
 
@@ -98,7 +99,7 @@ def test_one_changed_wheel_rewrites_only_its_files(wheels: Path, tmp_path: Path)
         old.unlink()
     version = f"3.6.1+{GIT}.{ROCM}"
     make_wheel(wheels, "triton", version, extra_files=device_files("triton", "gfx950"), tag=NATIVE_TAG)
-    bumped = build_index("gfx950", wheels, dist)
+    bumped = build_index(ArchSet("gfx950"), wheels, dist)
     triton = f"files/triton-{version}-{NATIVE_TAG}.whl"
     new_meta = f"files/{bumped.metapackage}"
     assert changed_files(before, inodes(root)) == {
@@ -109,11 +110,11 @@ def test_one_changed_wheel_rewrites_only_its_files(wheels: Path, tmp_path: Path)
     # a new project adds the root page; removing one rewrites the root page and the metapackage only
     before = inodes(root)
     make_wheel(wheels, "extra-one", "1.0.0")
-    added = build_index("gfx950", wheels, dist)
+    added = build_index(ArchSet("gfx950"), wheels, dist)
     assert "index.html" in changed_files(before, inodes(root)) and added.files_written == 7
     before = inodes(root)
     next(wheels.glob("extra_one-*")).unlink()
-    removed = build_index("gfx950", wheels, dist)
+    removed = build_index(ArchSet("gfx950"), wheels, dist)
     assert changed_files(before, inodes(root)) == {
         "index.html", f"files/{removed.metapackage}", f"files/{removed.metapackage}.metadata", "rocm-torch/index.html",
     }
@@ -123,15 +124,15 @@ def test_one_changed_wheel_rewrites_only_its_files(wheels: Path, tmp_path: Path)
 
 def test_a_rebuild_with_nothing_changed_writes_nothing(wheels: Path, tmp_path: Path) -> None:
     dist = tmp_path / "dist"
-    build_index("gfx950", wheels, dist)
+    build_index(ArchSet("gfx950"), wheels, dist)
     link = os.readlink(dist / "index" / "gfx950")
     before = inodes(dist / "index" / "gfx950")
-    warm = build_index("gfx950", wheels, dist)
+    warm = build_index(ArchSet("gfx950"), wheels, dist)
     assert warm.unchanged and warm.files_written == 0 and warm.hashed_bytes == 0
     assert os.readlink(dist / "index" / "gfx950") == link and inodes(dist / "index" / "gfx950") == before
     # the stamp gone (so the full build runs): it still finds the tree current and writes nothing
     stamp.stamp_path(dist, "gfx950").unlink()
-    full = build_index("gfx950", wheels, dist)
+    full = build_index(ArchSet("gfx950"), wheels, dist)
     assert full.unchanged and full.files_written == 0 and os.readlink(dist / "index" / "gfx950") == link
 
 
@@ -145,13 +146,13 @@ class Crash(Exception):
 def two_states(wheels: Path, tmp_path: Path) -> tuple[Path, dict[str, bytes], dict[str, bytes]]:
     """A dist holding the old index, the old and new trees' contents, and the wheels switched to the new set."""
     dist = tmp_path / "dist"
-    build_index("gfx950", wheels, dist)
+    build_index(ArchSet("gfx950"), wheels, dist)
     old = snapshot(dist / "index" / "gfx950")
     for stale in wheels.glob("triton-*"):
         stale.unlink()
     make_wheel(wheels, "triton", f"3.6.1+{GIT}.{ROCM}", extra_files=device_files("triton", "gfx950"), tag=NATIVE_TAG)
     reference = tmp_path / "reference"
-    build_index("gfx950", wheels, reference)
+    build_index(ArchSet("gfx950"), wheels, reference)
     new = snapshot(reference / "index" / "gfx950")
     assert old != new
     return dist, old, new
@@ -164,10 +165,10 @@ def assert_old_or_new(dist: Path, old: dict[str, bytes], new: dict[str, bytes], 
 
 
 def recovers(dist: Path, wheels: Path, new: dict[str, bytes]) -> None:
-    result = build_index("gfx950", wheels, dist)
+    result = build_index(ArchSet("gfx950"), wheels, dist)
     assert snapshot(dist / "index" / "gfx950") == new
     assert leftovers(dist) == [], "the next run must clean what the crash left"
-    assert build_index("gfx950", wheels, dist).unchanged and result.index_sha256
+    assert build_index(ArchSet("gfx950"), wheels, dist).unchanged and result.index_sha256
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -180,7 +181,7 @@ def test_an_exception_at_any_step_leaves_the_old_index_or_the_new(wheels: Path, 
 
     tree.FAULT_HOOK = hook
     with pytest.raises(Crash):
-        build_index("gfx950", wheels, dist)
+        build_index(ArchSet("gfx950"), wheels, dist)
     tree.FAULT_HOOK = None
     assert_old_or_new(dist, old, new, step)
     recovers(dist, wheels, new)
@@ -189,6 +190,7 @@ def test_an_exception_at_any_step_leaves_the_old_index_or_the_new(wheels: Path, 
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
+    from rocm_bake.archset import ArchSet
     from rocm_bake.index import tree
     from rocm_bake.index.build import build_index
 
@@ -197,7 +199,7 @@ KILL_SCRIPT = textwrap.dedent("""
             os.kill(os.getpid(), signal.SIGKILL)
 
     tree.FAULT_HOOK = hook
-    build_index("gfx950", Path(sys.argv[2]), Path(sys.argv[3]))
+    build_index(ArchSet("gfx950"), Path(sys.argv[2]), Path(sys.argv[3]))
     sys.exit(3)  # the step never came
 """)
 
@@ -217,7 +219,7 @@ def test_a_kill_with_the_link_missing_relinks_the_newest_complete_tree(wheels: P
     dist, old, new = two_states(wheels, tmp_path)
     tree.FAULT_HOOK = lambda at: (_ for _ in ()).throw(Crash(at)) if at == "tree-complete" else None
     with pytest.raises(Crash):
-        build_index("gfx950", wheels, dist)
+        build_index(ArchSet("gfx950"), wheels, dist)
     tree.FAULT_HOOK = None
     (dist / "index" / "gfx950").unlink()
     recovers(dist, wheels, new)
@@ -226,7 +228,7 @@ def test_a_kill_with_the_link_missing_relinks_the_newest_complete_tree(wheels: P
 def test_leftovers_of_the_pre_symlink_layout_are_recovered(wheels: Path, tmp_path: Path) -> None:
     """The old swap, killed between its two renames, left ``.old-gfx950-*/tree`` and no index."""
     dist = tmp_path / "dist"
-    build_index("gfx950", wheels, dist)
+    build_index(ArchSet("gfx950"), wheels, dist)
     live = (dist / "index" / "gfx950").resolve()
     old_dir = dist / "index" / ".old-gfx950-abcd1234"
     old_dir.mkdir()
@@ -236,7 +238,7 @@ def test_leftovers_of_the_pre_symlink_layout_are_recovered(wheels: Path, tmp_pat
     shutil.rmtree(dist / "index" / ".trees")
     stamp.stamp_path(dist, "gfx950").unlink()
     expected = snapshot(old_dir / "tree")
-    result = build_index("gfx950", wheels, dist)
+    result = build_index(ArchSet("gfx950"), wheels, dist)
     assert snapshot(dist / "index" / "gfx950") == expected and leftovers(dist) == []
     assert result.files_written == 0 and result.files_kept == len(expected)  # everything reused
 
@@ -246,7 +248,7 @@ def test_a_pre_symlink_directory_is_migrated(
     wheels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exchange: bool
 ) -> None:
     dist = tmp_path / "dist"
-    build_index("gfx950", wheels, dist)
+    build_index(ArchSet("gfx950"), wheels, dist)
     link = dist / "index" / "gfx950"
     real = link.resolve()
     link.unlink()
@@ -255,7 +257,7 @@ def test_a_pre_symlink_directory_is_migrated(
     expected = snapshot(link)
     if not exchange:
         monkeypatch.setattr(tree, "_exchange", lambda a, b: False)
-    result = build_index("gfx950", wheels, dist)
+    result = build_index(ArchSet("gfx950"), wheels, dist)
     assert link.is_symlink() and snapshot(link) == expected and leftovers(dist) == []
     assert result.files_written == 0
 
@@ -266,7 +268,7 @@ def test_readers_never_see_a_missing_index(wheels: Path, tmp_path: Path) -> None
     other = tmp_path / "other"
     shutil.copytree(wheels, other)
     make_wheel(other, "only-in-other", "1.0.0")
-    build_index("gfx950", wheels, dist)
+    build_index(ArchSet("gfx950"), wheels, dist)
     stop = tmp_path / "stop"
     reader = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent("""
@@ -288,7 +290,7 @@ def test_readers_never_see_a_missing_index(wheels: Path, tmp_path: Path) -> None
     tree.FAULT_HOOK = lambda _at: time.sleep(0.002)
     try:
         for i in range(16):
-            build_index("gfx950", other if i % 2 == 0 else wheels, dist)
+            build_index(ArchSet("gfx950"), other if i % 2 == 0 else wheels, dist)
     finally:
         tree.FAULT_HOOK = None
         stop.write_text("")
@@ -302,7 +304,7 @@ def test_a_second_writer_waits_for_the_first(wheels: Path, tmp_path: Path, capsy
     import threading
 
     dist = tmp_path / "dist"
-    store = index_mod._store(dist, index_mod.IndexTarget.parse("gfx950"))
+    store = index_mod._store(dist, ArchSet("gfx950"))
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -314,7 +316,7 @@ def test_a_second_writer_waits_for_the_first(wheels: Path, tmp_path: Path, capsy
     holder.start()
     holding.wait(10)
     results: list[object] = []
-    builder = threading.Thread(target=lambda: results.append(build_index("gfx950", wheels, dist)))
+    builder = threading.Thread(target=lambda: results.append(build_index(ArchSet("gfx950"), wheels, dist)))
     builder.start()
     for _ in range(200):
         if "waiting for another rocm-bake writing" in capsys.readouterr().err:
@@ -335,17 +337,17 @@ def test_a_foreign_directory_or_link_is_refused(wheels: Path, tmp_path: Path) ->
     (tmp_path / "elsewhere").mkdir()
     (dist / "index" / "gfx950").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(RocmBakeError, match="not an index rocm-bake wrote"):
-        build_index("gfx950", wheels, dist)
+        build_index(ArchSet("gfx950"), wheels, dist)
     assert os.readlink(dist / "index" / "gfx950") == str(tmp_path / "elsewhere")
     assert not (dist / "index" / ".trees").exists()
 
 
 def test_remove_index_removes_the_link_and_its_trees(wheels: Path, tmp_path: Path) -> None:
     dist = tmp_path / "dist"
-    build_index("gfx950", wheels, dist)
-    assert remove_index(dist, "gfx950")
+    build_index(ArchSet("gfx950"), wheels, dist)
+    assert remove_index(dist, ArchSet("gfx950"))
     assert not os.path.lexists(dist / "index" / "gfx950") and not (dist / "index" / ".trees" / "gfx950").exists()
-    assert not remove_index(dist, "gfx950")
+    assert not remove_index(dist, ArchSet("gfx950"))
     assert list(wheels.glob("*.whl"))  # the inputs stay
 
 
@@ -353,7 +355,7 @@ def test_out_is_a_file_or_read_only(wheels: Path, tmp_path: Path) -> None:
     afile = tmp_path / "afile"
     afile.write_text("x")
     with pytest.raises(RocmBakeError, match="is not a directory"):
-        build_index("gfx950", wheels, afile)
+        build_index(ArchSet("gfx950"), wheels, afile)
     # Read-only for real whoever runs this (root included: a read-only bind mount), through the CLI.
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -373,7 +375,7 @@ def test_the_index_is_world_readable_under_umask_022(wheels: Path, tmp_path: Pat
     os.replace(private, wheels / private.name)
     old = os.umask(0o022)
     try:
-        build_index("gfx950", wheels, tmp_path / "dist")
+        build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
     finally:
         os.umask(old)
     base = tmp_path / "dist" / "index"
@@ -399,7 +401,7 @@ def free_port() -> int:
 def test_python_http_server_and_uv_follow_the_link(wheels: Path, tmp_path: Path) -> None:
     """``python -m http.server --directory dist`` (the README's serving line) serves through the symlink."""
     dist = tmp_path / "dist"
-    result = build_index("gfx950", wheels, dist)
+    result = build_index(ArchSet("gfx950"), wheels, dist)
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                "--directory", str(dist)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.archset import ArchSet
 from rocm_bake.cli import main
 from rocm_bake.index import build_index
-from rocm_bake.archset import ArchSet
 from rocm_bake.publish import landing
 from rocm_bake.publish.landing import LANDING_PATH, LISTING_PATH
 from rocm_bake.publish.publisher import publish
@@ -54,9 +54,10 @@ def dist(tmp_path: Path) -> Path:
 
 
 def build(dist: Path, arch: str, names: list[str] | None = None) -> None:
-    wheels = dist / "wheels" / ArchSet(arch).dir_name
+    parsed = ArchSet(arch)
+    wheels = dist / "wheels" / parsed.dir_name
     arch_wheel_set(wheels, arch, names)
-    build_index(arch, wheels, dist)
+    build_index(parsed, wheels, dist)
 
 
 def put(gh: FakeGitHub, arch: str, dist: Path) -> None:
@@ -173,11 +174,11 @@ def test_last_published_is_when_the_folder_last_changed(gh: FakeGitHub, dist: Pa
     commits = gh.state.commit_count()
     for wheel in (dist / "wheels" / "gfx950").iterdir():  # what a fresh CI runner's fetch looks like
         os.utime(wheel, (1_900_000_000, 1_900_000_000))
-    build_index("gfx950", dist / "wheels" / "gfx950", dist)
+    build_index(ArchSet("gfx950"), dist / "wheels" / "gfx950", dist)
     put(gh, "gfx950", dist)
     assert gh.state.commit_count() == commits and dates()["gfx950"] == "2026-01-01 10:00 UTC"
     (dist / "wheels" / "gfx950" / local_wheels(dist, "gfx950")[0].name).unlink()  # a wheel set that changed
-    build_index("gfx950", dist / "wheels" / "gfx950", dist)
+    build_index(ArchSet("gfx950"), dist / "wheels" / "gfx950", dist)
     put(gh, "gfx950", dist)
     assert dates() == {"gfx950": "2026-01-03 10:00 UTC", "gfx1201": "2026-01-02 10:00 UTC"}
     check_rows_match_what_is_published(gh.state.branch_files()[LANDING_PATH].decode(), gh.state.branch_files(),

@@ -5,14 +5,15 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.archset import Arch
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import load_fleet, load_targets
 
 
 def test_shipped_fleet():
     fleet = load_fleet()
-    assert fleet.nodes_for("gfx1151") == ["snoc-strix"]
-    assert fleet.nodes_for("gfx950") == [] and fleet.nodes_for("gfx1250") == []
+    assert fleet.nodes_for(Arch("gfx1151")) == ["snoc-strix"]
+    assert fleet.nodes_for(Arch("gfx950")) == [] and fleet.nodes_for(Arch("gfx1250")) == []
     assert fleet.gpu_host().name == fleet.gpu_node
 
 

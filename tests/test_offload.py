@@ -20,6 +20,7 @@ import pytest
 from tests.offload_fixtures import (
     amdgpu_code_object, bundle, ccob, device_wheel, hip_ids, make_wheel, section_offsets, shared_object,
 )
+from rocm_bake.archset import Arch
 from rocm_bake import offload, progress
 from rocm_bake.cli import main
 from rocm_bake.commands.wheel import describe
@@ -48,9 +49,9 @@ def test_one_arch(tmp_path: Path, stored: bool) -> None:
     report = wheel_targets(wheel)
     assert report.targets == ["gfx950"]
     assert (report.pure, report.device_code, report.unknown) == (False, True, False)
-    assert check_wheel_for_arch(wheel, "gfx950").targets == ["gfx950"]
+    assert check_wheel_for_arch(wheel, Arch("gfx950")).targets == ["gfx950"]
     with pytest.raises(RocmBakeError) as err:
-        check_wheel_for_arch(wheel, "gfx1201")
+        check_wheel_for_arch(wheel, Arch("gfx1201"))
     message = str(err.value)
     assert wheel.name in message and "gfx950" in message and "gfx1201" in message
 
@@ -59,10 +60,10 @@ def test_one_arch(tmp_path: Path, stored: bool) -> None:
 def test_two_arches_fat_build_passes_both_and_refuses_a_third(tmp_path: Path, stored: bool) -> None:
     wheel = device_wheel(tmp_path, "torch", bundle(hip_ids("gfx950", "gfx1201")), stored=stored)
     assert wheel_targets(wheel).targets == ["gfx1201", "gfx950"]
-    check_wheel_for_arch(wheel, "gfx950")
-    check_wheel_for_arch(wheel, "gfx1201")
+    check_wheel_for_arch(wheel, Arch("gfx950"))
+    check_wheel_for_arch(wheel, Arch("gfx1201"))
     with pytest.raises(RocmBakeError, match="gfx1201, gfx950, not gfx1151"):
-        check_wheel_for_arch(wheel, "gfx1151")
+        check_wheel_for_arch(wheel, Arch("gfx1151"))
 
 
 def test_target_id_features_are_stripped_for_matching_and_kept_in_notes(tmp_path: Path) -> None:
@@ -71,18 +72,18 @@ def test_target_id_features_are_stripped_for_matching_and_kept_in_notes(tmp_path
     assert report.targets == ["gfx90a", "gfx942"]
     assert any("gfx90a with features xnack+" in n for n in report.notes)
     assert any("gfx942 with features sramecc+:xnack-" in n for n in report.notes)
-    check_wheel_for_arch(wheel, "gfx90a")
+    check_wheel_for_arch(wheel, Arch("gfx90a"))
 
 
 def test_plain_so_and_pure_python_wheels_pass(tmp_path: Path) -> None:
     plain = device_wheel(tmp_path, "nixl", None)
     report = wheel_targets(plain)
     assert (report.targets, report.pure, report.device_code) == ([], False, False)
-    check_wheel_for_arch(plain, "gfx1201")
+    check_wheel_for_arch(plain, Arch("gfx1201"))
     pure = make_wheel(tmp_path / "w", "triton_kernels", "1.0", {"triton_kernels/__init__.py": b"x = 1\n"}, pure=True)
     report = wheel_targets(pure)
     assert (report.targets, report.pure, report.device_code) == ([], True, False)
-    check_wheel_for_arch(pure, "gfx950")
+    check_wheel_for_arch(pure, Arch("gfx950"))
 
 
 @STORAGE
@@ -109,7 +110,7 @@ def test_compressed_bundles_of_every_version_and_method(tmp_path: Path, version:
     assert report.targets == ["gfx1151", "gfx950"] and not report.unknown
     assert report.sources[0].note.startswith(f"CCOB v{version} {method}")
     with pytest.raises(RocmBakeError, match="gfx1151, gfx950, not gfx1201"):
-        check_wheel_for_arch(wheel, "gfx1201")
+        check_wheel_for_arch(wheel, Arch("gfx1201"))
 
 
 @STORAGE
@@ -121,9 +122,9 @@ def test_unknown_compression_method_is_unknown_not_guessed(tmp_path: Path, store
     assert report.unknown and "method 9" in " ".join(report.unreadable)
     assert "compressed" in describe(report)
     with pytest.raises(RocmBakeError) as err:
-        check_wheel_for_arch(wheel, "gfx950")
+        check_wheel_for_arch(wheel, Arch("gfx950"))
     assert "cannot verify" in str(err.value) and wheel.name in str(err.value)
-    assert check_wheel_for_arch(wheel, "gfx950", allow_unknown=True).unknown
+    assert check_wheel_for_arch(wheel, Arch("gfx950"), allow_unknown=True).unknown
 
 
 def test_unknown_ccob_version_is_unknown(tmp_path: Path) -> None:
@@ -139,8 +140,8 @@ def test_known_targets_plus_unknown_still_needs_opt_in(tmp_path: Path) -> None:
     unknown[6:8] = struct.pack("<H", 5)
     wheel = device_wheel(tmp_path, "torch", pad(bundle(hip_ids("gfx950"))) + bytes(unknown))
     with pytest.raises(RocmBakeError, match="cannot verify"):
-        check_wheel_for_arch(wheel, "gfx950")
-    assert check_wheel_for_arch(wheel, "gfx950", allow_unknown=True).targets == ["gfx950"]
+        check_wheel_for_arch(wheel, Arch("gfx950"))
+    assert check_wheel_for_arch(wheel, Arch("gfx950"), allow_unknown=True).targets == ["gfx950"]
 
 
 @STORAGE
@@ -183,7 +184,7 @@ def test_standalone_amdgpu_code_objects_count(tmp_path: Path) -> None:
     )
     assert wheel_targets(wheel).targets == ["gfx942"]
     with pytest.raises(RocmBakeError, match="gfx942, not gfx950"):
-        check_wheel_for_arch(wheel, "gfx950")
+        check_wheel_for_arch(wheel, Arch("gfx950"))
 
 
 def test_generic_target_covers_its_members() -> None:
@@ -228,7 +229,7 @@ def test_elf_without_section_headers_is_unknown(tmp_path: Path) -> None:
     assert report.unknown and "without section headers" in " ".join(report.unreadable)
     assert "compressed" not in describe(report)
     with pytest.raises(RocmBakeError, match="cannot verify"):
-        check_wheel_for_arch(wheel, "gfx950")
+        check_wheel_for_arch(wheel, Arch("gfx950"))
 
 
 # ------------------------------------------------ one forward pass, bounded
@@ -500,7 +501,7 @@ def test_non_amd_target_is_an_unknown_target_clearly_labelled(tmp_path: Path) ->
     assert "'cuda-nvptx64-nvidia-cuda--sm_80'" in text and "not an AMDGPU (amdgcn) gfx target" in text
     assert "amdgcnspirv" in text
     with pytest.raises(RocmBakeError, match="cannot verify"):
-        check_wheel_for_arch(wheel, "gfx950")
+        check_wheel_for_arch(wheel, Arch("gfx950"))
 
 
 @STORAGE

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.metadata import Metadata
 
+from rocm_bake.archset import ArchSet
 from rocm_bake import cli
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import parse_core_metadata
@@ -28,7 +29,7 @@ TORCH_VERSION = f"2.15.0a0+{GIT}.{ROCM}"
 def nothing_written(dist: Path) -> None:
     assert not os.path.lexists(dist / "index" / "gfx950")
     assert not (dist / "index" / ".trees").exists()
-    assert not cache_path(dist, "gfx950").exists()
+    assert not cache_path(dist, ArchSet("gfx950")).exists()
 
 
 def cli_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -82,7 +83,7 @@ def test_a_metadata_that_lies_about_its_size_stops_at_the_cap(tmp_path: Path) ->
     data[:] = data.replace(needle, (1024).to_bytes(4, "little"))
     path.write_bytes(bytes(data))
     with pytest.raises(RocmBakeError, match="nixl-0.7.0-py3-none-any.whl .*rule wheel-archive"):
-        build_index("gfx950", wheels, tmp_path / "dist")
+        build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
     nothing_written(tmp_path / "dist")
 
 
@@ -151,7 +152,7 @@ def test_torch_like_metadata_is_accepted_and_served_verbatim(tmp_path: Path, met
     wheels = tmp_path / "w"
     arch_wheel_set(wheels, "gfx950", names=["triton"])
     make_wheel(wheels, "torch", TORCH_VERSION, tag=NATIVE_TAG, metadata=data)
-    result = build_index("gfx950", wheels, tmp_path / "dist")
+    result = build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
     torch = next(f.filename for f in result.files if f.filename.startswith("torch-"))
     files = tmp_path / "dist" / "index" / "gfx950" / "files"
     assert (files / f"{torch}.metadata").read_bytes() == data
@@ -193,10 +194,10 @@ def test_a_repeated_or_undecodable_name_is_named(tmp_path: Path) -> None:
     wheels = tmp_path / "w"
     make_wheel(wheels, "nixl", "0.7.0", metadata=b"Metadata-Version: 2.1\nName: nixl\nName: other\nVersion: 0.7.0\n")
     with pytest.raises(RocmBakeError, match="METADATA Name: 'name' is repeated or is not valid UTF-8"):
-        build_index("gfx950", wheels, tmp_path / "dist")
+        build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
     make_wheel(wheels, "nixl", "0.7.0", metadata=b"Metadata-Version: 2.1\nName: \xff\xfenixl\nVersion: 0.7.0\n")
     with pytest.raises(RocmBakeError, match="METADATA Name"):
-        build_index("gfx950", wheels, tmp_path / "dist")
+        build_index(ArchSet("gfx950"), wheels, tmp_path / "dist")
 
 
 def test_the_json_result_is_one_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,33 +12,43 @@ import os
 import shutil
 import subprocess
 
+from rocm_bake.archset import Arch, ArchError
+from rocm_bake.cli import arch_argument
 from rocm_bake.errors import RocmBakeError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("arches", help="run list/preview/up over every arch stack in turn")
     parser.add_argument("action", choices=["list", "preview", "up"])
-    parser.add_argument("--arches", default=None, help="space-separated arch list (default: $ARCHES or the manifest)")
+    parser.add_argument("--arches", default=None, type=arch_argument(parse_arches),
+                        help="space-separated arch list (default: $ARCHES or the manifest)")
     parser.add_argument("--target", action="append", default=[], help="narrow to these build targets")
     parser.add_argument("--keep-going", action="store_true", help="go on to the next arch after a failure")
     parser.set_defaults(func=run)
 
 
-def resolve_arches(value: str | None) -> list[str]:
+def parse_arches(value: str) -> list[Arch]:
+    """An ARCHES value (``--arches`` or ``$ARCHES``): space-separated arch names, each parsed here, once."""
+    return [Arch(arch) for arch in value.split()]
+
+
+def resolve_arches(arches: list[Arch] | None) -> list[Arch]:
     """ARCHES: the flag, else $ARCHES, else manifests' default_arches; each must have a stack."""
-    from rocm_bake.arch import Arch
     from rocm_bake.config import stack_file
     from rocm_bake.manifests import load_targets
 
-    raw = value if value is not None else os.environ.get("ARCHES")
-    arches = raw.split() if raw is not None else list(load_targets().default_arches)
+    if arches is None:
+        env = os.environ.get("ARCHES")
+        try:
+            arches = parse_arches(env) if env is not None else list(load_targets().default_arches)
+        except ArchError as exc:
+            raise RocmBakeError(f"$ARCHES: {exc}") from None
     if not arches:
         raise RocmBakeError("ARCHES is empty: give at least one arch, e.g. --arches gfx950")
-    parsed = [Arch(arch) for arch in arches]
-    for arch in parsed:
+    for arch in arches:
         if not stack_file(arch).exists():
             raise RocmBakeError(f"arch {arch}: no stack file {stack_file(arch)}")
-    return parsed
+    return arches
 
 
 PROJECT = "rocm-bake"
@@ -46,7 +56,7 @@ PROJECT = "rocm-bake"
 IMAGE_TYPES = ("rocm-bake:images:TargetImage", "rocm-bake:images:TargetImage$docker-build:index:Image")
 
 
-def target_urns(stack: str, arch: str, targets: list[str]) -> list[str]:
+def target_urns(stack: str, arch: Arch, targets: list[str]) -> list[str]:
     """The URNs of ``targets``' images in ``stack``, for the engine's own ``--target``."""
     return [f"urn:pulumi:{stack}::{PROJECT}::{kind}::{target}-{arch}" for target in targets for kind in IMAGE_TYPES]
 
@@ -67,7 +77,7 @@ def pulumi_cli() -> str:
     return found
 
 
-def pulumi_command(action: str, arch: str, targets: list[str] | None = None, cli: str = "pulumi") -> list[str]:
+def pulumi_command(action: str, arch: Arch, targets: list[str] | None = None, cli: str = "pulumi") -> list[str]:
     """One pass. Narrowing uses the engine's ``--target URN --target-dependents``, never undeclaring
     resources: an undeclared resource is one the engine deletes (and the index would shrink)."""
     cmd = [cli, action, "--stack", arch, "--non-interactive"]
@@ -91,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             print(arch)
         return 0
     cli = pulumi_cli()
-    failed: list[str] = []
+    failed: list[Arch] = []
     for index, arch in enumerate(arches, 1):
         print(f"== [{index}/{len(arches)}] pulumi {args.action} -s {arch}", flush=True)
         status = subprocess.run(pulumi_command(args.action, arch, args.target, cli)).returncode

@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+from rocm_bake.archset import Arch
+from rocm_bake.cli import arch_argument
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu import LOCK_TIMEOUT_STATUS, NOT_COVERED_STATUS  # the face loads only gpu.status for these
 
@@ -37,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "verified host keys, one test per node at a time.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--arch", required=True)
+    parser.add_argument("--arch", required=True, type=arch_argument(Arch), help="the card to test on, e.g. gfx1151")
     parser.add_argument("--host", default=None, help="fleet node to use (default: $GPU_HOST, else gpu_node)")
     parser.add_argument("--image", default=None, help="image pinned by digest: registry/repo:tag@sha256:…")
     parser.add_argument("--target", default="torch-runtime", help="target whose gpu_test command runs (default torch-runtime)")
@@ -56,12 +58,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rocm_bake.arch import Arch
     from rocm_bake.gpu import run_gpu_test
     from rocm_bake.gpu.remote_test import ssh_files_from_env
     from rocm_bake.manifests import load_fleet, load_targets
 
-    arch = Arch(args.arch)  # parsed once, here; the fleet lookup and the test take it as it is
     fleet = load_fleet(args.fleet)
     test = args.test or load_targets().target(args.target).gpu_test
     if not test:
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     result = run_gpu_test(
-        fleet, arch, args.image, test,
+        fleet, args.arch, args.image, test,
         host=args.host or os.environ.get("GPU_HOST"), lock_timeout=args.lock_timeout,
         known_hosts=args.known_hosts or env_known_hosts, identity=args.identity or env_identity,
         on_stdout=emit_out, on_stderr=emit_err,

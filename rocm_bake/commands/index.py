@@ -1,6 +1,6 @@
 """``rocm-bake index build|check``: one arch's (or one fat build's) pip index, and a real install check.
 
-Only argparse and the free ``defaults`` module are imported here: every
+Only argparse, ``archset`` and the free ``defaults`` module are imported here: every
 command module is imported at start-up, and a warm ``index build`` is
 answered from its stamp (``rocm_bake.index.stamp``) without importing
 pydantic or packaging at all.
@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rocm_bake.archset import ArchSet
+from rocm_bake.cli import arch_argument
 from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION, INSTALLERS, PYPI
 
 
@@ -23,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="index_command", required=True)
 
     build = sub.add_parser("build", help="write DIST/index/<arch>/ from one arch's (or one fat build's) wheels")
-    build.add_argument("--arch", required=True,
+    build.add_argument("--arch", required=True, type=arch_argument(ArchSet),
                        help="the index's architecture, e.g. gfx950, or a fat build in the PYTORCH_ROCM_ARCH "
                             "spelling, e.g. 'gfx950;gfx1201' (served from DIST/index/gfx950-gfx1201/)")
     build.add_argument("--wheels", required=True, type=Path, help="that arch's wheels (DIST/wheels/<arch>/)")
@@ -38,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     check = sub.add_parser("check", help="install each arch's index with pip and uv into throwaway venvs")
     check.add_argument("dist", type=Path, help="DIST holding index/<arch>/")
-    check.add_argument("--arch", action="append", default=None, dest="arches",
+    check.add_argument("--arch", action="append", default=None, dest="arches", type=arch_argument(ArchSet),
                        help="arch to check, e.g. gfx950 or 'gfx950;gfx1201' (repeatable; "
                             "default: every index under DIST/index/)")
     check.add_argument("--installer", action="append", choices=INSTALLERS, default=None, dest="installers",
@@ -115,18 +117,15 @@ def _print_build(result: dict[str, Any], as_json: bool) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     from rocm_bake.index import stamp
-    from rocm_bake.index.target import DIR_NAME, dir_name_of
 
     # The warm path: nothing changed since the last build, proven from stat alone.
-    dir_name = dir_name_of(args.arch)
-    hit = None
-    if DIR_NAME.match(dir_name):  # anything else is refused, with its reason, by the full build
-        hit = stamp.quick_result(args.out, dir_name, args.arch, args.wheels, args.wheel_url, args.rocm_version)
+    arch: ArchSet = args.arch
+    hit = stamp.quick_result(args.out, arch.dir_name, arch.spelling, args.wheels, args.wheel_url, args.rocm_version)
     if hit is None:
         from rocm_bake.index import build_index
 
         with _quiet(args):
-            hit = build_index(args.arch, args.wheels, args.out, wheel_url=args.wheel_url,
+            hit = build_index(arch, args.wheels, args.out, wheel_url=args.wheel_url,
                               rocm_version=args.rocm_version).model_dump(mode="json")
     _print_build(hit, args.json)
     return 0

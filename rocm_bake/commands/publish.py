@@ -6,7 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from rocm_bake.commands._arch_arg import arch_set
+from rocm_bake.archset import ArchSet
+from rocm_bake.cli import arch_argument
 from rocm_bake.http_waits import positive_seconds
 from rocm_bake.index import DEFAULT_ROCM_VERSION
 
@@ -17,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Publish what 'rocm-bake index build' wrote (it never fetches again). "
                     "The token comes from GITHUB_TOKEN and is never printed.",
     )
-    parser.add_argument("--arch", required=True, type=arch_set,
+    parser.add_argument("--arch", required=True, type=arch_argument(ArchSet),
                         help="the index's architecture, e.g. gfx950, or a fat build's 'gfx950;gfx1201'")
     parser.add_argument("--dist", required=True, type=Path, help="DIST holding index/<arch>/")
     parser.add_argument("--repo", default=None,

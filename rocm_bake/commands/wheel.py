@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocm_bake.archset import Arch
+from rocm_bake.cli import arch_argument
 from rocm_bake.errors import RocmBakeError
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     arches.set_defaults(func=run_arches)
     check = sub.add_parser("check", help="refuse wheels whose device code is not for --arch")
     check.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
-    check.add_argument("--arch", required=True, help="the index's arch, e.g. gfx950")
+    check.add_argument("--arch", required=True, type=arch_argument(Arch), help="the index's arch, e.g. gfx950")
     check.add_argument(
         "--allow-unknown", action="store_true",
         help="accept device code that cannot be read here (an unknown compression method or target)",

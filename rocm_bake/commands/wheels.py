@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocm_bake.commands._arch_arg import arch_set
+from rocm_bake.archset import ArchSet
+from rocm_bake.cli import arch_argument
 from rocm_bake.http_waits import positive_seconds
 
 if TYPE_CHECKING:  # the registry client (httpx, pydantic) loads when a fetch runs, not for --help
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="extract an arch's wheels from its registry images into DIST/wheels/<arch>/",
         description="One arch's wheels out of its images, by arch tag (never :latest).",
     )
-    fetch.add_argument("--arch", required=True, type=arch_set,
+    fetch.add_argument("--arch", required=True, type=arch_argument(ArchSet),
                        help="architecture, e.g. gfx950, or a fat build's 'gfx950;gfx1201'")
     fetch.add_argument(
         "--image", dest="images", action="append", required=True, metavar="REF",

@@ -22,6 +22,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from rocm_bake.archset import Arch
 from rocm_bake.errors import RocmBakeError
 
 DEFAULT_LOCK_PATH = "/tmp/rocm-bake-gpu.lock"
@@ -34,7 +35,7 @@ class LockTimeout(RocmBakeError):
     """The node stayed busy for the whole lock timeout."""
 
 
-def holder_text(arch: str, image: str) -> str:
+def holder_text(arch: Arch, image: str) -> str:
     """Who holds the lock: written into the lock file for waiters to show."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     name, _, digest = image.partition("@")

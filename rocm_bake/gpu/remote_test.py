@@ -21,7 +21,7 @@ from typing import IO
 
 from pydantic import BaseModel, Field
 
-from rocm_bake.arch import validate_arch
+from rocm_bake.archset import Arch
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import Fleet, Node
 from rocm_bake.gpu.node_lock import PREFIX, LockProtocol, LockTimeout, holder_text, locked_command
@@ -44,11 +44,11 @@ def ssh_files_from_env() -> tuple[Path | None, Path | None]:
     return (Path(known) if known else None), (Path(identity) if identity else None)
 
 
-def not_covered_message(arch: str) -> str:
+def not_covered_message(arch: Arch) -> str:
     return f"not covered: no fleet node has {arch}; cross-compiled only"
 
 
-def select_node(fleet: Fleet, arch: str, override: str | None = None) -> Node | None:
+def select_node(fleet: Fleet, arch: Arch, override: str | None = None) -> Node | None:
     """The node to test ``arch`` on, or None when no node holds the card.
 
     An override (``--host``, ``GPU_HOST``, ``rocm-bake:gpuHost``) moves a test
@@ -58,7 +58,6 @@ def select_node(fleet: Fleet, arch: str, override: str | None = None) -> Node | 
     for the whole ARCHES fan-out must not turn gfx950 into an error), but the
     override must still name a fleet node.
     """
-    validate_arch(arch)
     holders = fleet.nodes_for(arch)
     node = fleet.node(override) if override else None  # unknown name: error first
     if not holders:
@@ -73,7 +72,7 @@ def select_node(fleet: Fleet, arch: str, override: str | None = None) -> Node | 
     return fleet.node(fleet.gpu_node if fleet.gpu_node in holders else holders[0])
 
 
-def require_digest(image: str, arch: str | None = None) -> str:
+def require_digest(image: str, arch: Arch | None = None) -> str:
     """The image must be pinned by digest: the digest is what was built for this arch.
 
     A tag is re-pushed by every build of that arch (and ``:latest`` by
@@ -109,7 +108,7 @@ def fill_run_template(template: str, image: str, test: str) -> str:
     return template.replace("{image}", shlex.quote(image)).replace("{test}", test)
 
 
-def remote_script(node: Node, image: str, test: str, lock_timeout: float, arch: str = "") -> str:
+def remote_script(node: Node, image: str, test: str, lock_timeout: float, arch: Arch) -> str:
     """Command run on the node: take the node lock (saying who holds it if we wait), then the test."""
     run = fill_run_template(node.run_template, image, test)
     return locked_command(run, node.name, node.lock_path, lock_timeout, holder_text(arch, image))
@@ -159,7 +158,7 @@ def _pump(stream: IO[str], handle: Sink) -> None:
         handle(line)
 
 
-def _ssh_failure(arch: str, node: Node, known_hosts: Path | None, stderr: list[str]) -> RocmBakeError:
+def _ssh_failure(arch: Arch, node: Node, known_hosts: Path | None, stderr: list[str]) -> RocmBakeError:
     text = "".join(stderr).strip()
     last = text.splitlines()[-1] if text else "ssh exited 255"  # the rest was already streamed
     where = f"{node.name} ({node.host}:{node.port})"
@@ -174,7 +173,7 @@ def _ssh_failure(arch: str, node: Node, known_hosts: Path | None, stderr: list[s
 
 
 def run_on_node(
-    arch: str,
+    arch: Arch,
     node: Node,
     script: str,
     *,
@@ -237,7 +236,7 @@ def run_on_node(
 
 def run_gpu_test(
     fleet: Fleet,
-    arch: str,
+    arch: Arch,
     image: str | None,
     test: str,
     *,

@@ -13,7 +13,6 @@ _EXPORTS: dict[str, str] = {
     "DEFAULT_ROCM_VERSION": "defaults",
     "INSTALLERS": "defaults",
     "IndexResult": "build",
-    "IndexTarget": "target",
     "MAX_METADATA_BYTES": "wheelfile",
     "PYPI": "defaults",
     "WheelMetadata": "wheelfile",
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
     from rocm_bake.index.build import IndexResult, build_index, index_dir, plan_index, remove_index, tree_matches
     from rocm_bake.index.check import check_index
     from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION, INSTALLERS, PYPI
-    from rocm_bake.index.target import IndexTarget
     from rocm_bake.index.tree import is_rocm_bake_index
     from rocm_bake.index.versions import check_rocm_version
     from rocm_bake.index.wheelfile import (

@@ -44,12 +44,12 @@ from urllib.parse import quote, urlsplit
 from pydantic import BaseModel
 
 from rocm_bake import offload, progress
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import stamp
 from rocm_bake.index.defaults import FILES_DIR, GENERATOR, GENERATOR_TAG
 from rocm_bake.index.hashcache import CacheEntry, FileKey, HashCache, hash_workers, sha256_file
 from rocm_bake.index.metapackage import Metapackage, build_metapackage
-from rocm_bake.index.target import IndexTarget, dir_name_of
 from rocm_bake.index.tree import TreeFile, TreeStore, WriteStats, fault_point, is_rocm_bake_index, link_or_copy
 from rocm_bake.index.versions import (
     DEFAULT_ROCM_VERSION,
@@ -111,7 +111,7 @@ class PlannedWheel(BaseModel):
 class IndexPlan(BaseModel):
     """The whole index, computed in memory; ``write_index`` puts it on disk."""
 
-    arch: str  # the PYTORCH_ROCM_ARCH spelling
+    arch: ArchSet
     dist: str
     wheel_url: str | None
     wheels: list[PlannedWheel]
@@ -123,26 +123,22 @@ class IndexPlan(BaseModel):
     inputs: dict[str, list[int]] | None = None  # the wheels' stat before they were read
 
     @property
-    def target(self) -> IndexTarget:
-        return IndexTarget.parse(self.arch)
-
-    @property
     def index_dir(self) -> Path:
         return index_dir(Path(self.dist), self.arch)
 
 
-def index_dir(dist: Path, arch: "str | IndexTarget") -> Path:
-    """``DIST/index/<dir_name>`` for an arch, a ``;``-list or an :class:`IndexTarget`."""
-    return Path(dist) / "index" / dir_name_of(arch)
+def index_dir(dist: Path, arch: ArchSet) -> Path:
+    """``DIST/index/<dir_name>``: ``gfx950``, or ``gfx950-gfx1201`` for a fat build."""
+    return Path(dist) / "index" / arch.dir_name
 
 
-def cache_path(dist: Path, arch: "str | IndexTarget") -> Path:
+def cache_path(dist: Path, arch: ArchSet) -> Path:
     """Outside the index tree: it holds absolute paths and is never published."""
-    return Path(dist) / ".cache" / "rocm-bake" / f"index-{dir_name_of(arch)}.json"
+    return Path(dist) / ".cache" / "rocm-bake" / f"index-{arch.dir_name}.json"
 
 
-def _store(dist: Path, target: IndexTarget) -> TreeStore:
-    return TreeStore(Path(dist), target.dir_name, stamp.lock_path(Path(dist), target.dir_name))
+def _store(dist: Path, arch: ArchSet) -> TreeStore:
+    return TreeStore(Path(dist), arch.dir_name, stamp.lock_path(Path(dist), arch.dir_name))
 
 
 # ------------------------------------------------------------ validation
@@ -168,7 +164,7 @@ def check_dist(dist: Path) -> Path:
     return Path(dist)
 
 
-def list_wheels(wheels_dir: Path, arch: str) -> list[Path]:
+def list_wheels(wheels_dir: Path, arch: ArchSet) -> list[Path]:
     """The ``*.whl`` files in ``wheels_dir`` (fetch's manifest and other files are not wheels)."""
     if not wheels_dir.is_dir():
         raise RocmBakeError(f"wheels directory {wheels_dir} (index {arch}) does not exist")
@@ -184,7 +180,7 @@ def list_wheels(wheels_dir: Path, arch: str) -> list[Path]:
     return wheels
 
 
-def validate_names(paths: list[Path], arch: str, rocm_version: str) -> list[WheelName]:
+def validate_names(paths: list[Path], arch: ArchSet, rocm_version: str) -> list[WheelName]:
     """Every filename rule, all wheels at once; one error listing every violation."""
     problems: list[str] = []
     names: list[WheelName] = []
@@ -211,7 +207,7 @@ def validate_names(paths: list[Path], arch: str, rocm_version: str) -> list[Whee
     return names
 
 
-def _combined(problems: list[str], arch: str) -> RocmBakeError:
+def _combined(problems: list[str], arch: ArchSet) -> RocmBakeError:
     if len(problems) == 1:
         return RocmBakeError(problems[0])
     return RocmBakeError(
@@ -220,7 +216,7 @@ def _combined(problems: list[str], arch: str) -> RocmBakeError:
     )
 
 
-def read_metadata(path: Path, name: WheelName, arch: str) -> tuple[bytes, str | None]:
+def read_metadata(path: Path, name: WheelName, arch: ArchSet) -> tuple[bytes, str | None]:
     """The wheel's validated METADATA bytes (served verbatim, PEP 658) and its Requires-Python.
 
     Member paths, the size cap and the fields a resolver needs are checked
@@ -239,7 +235,7 @@ def read_metadata(path: Path, name: WheelName, arch: str) -> tuple[bytes, str | 
     return meta.raw, meta.requires_python
 
 
-def check_device_code(entry: CacheEntry, target: IndexTarget, wheel: str) -> None:
+def check_device_code(entry: CacheEntry, target: ArchSet, wheel: str) -> None:
     """Refuse device code that does not cover every arch of ``target``.
 
     Wheels fetched by the wrong tag (``:latest``, written by whichever arch
@@ -276,13 +272,13 @@ def check_device_code(entry: CacheEntry, target: IndexTarget, wheel: str) -> Non
     )
 
 
-def _inspect(path: Path, name: WheelName, target: IndexTarget, key: FileKey,
+def _inspect(path: Path, name: WheelName, target: ArchSet, key: FileKey,
              prior: CacheEntry | None) -> tuple[CacheEntry, int]:
     """Everything derived from a wheel's bytes: metadata, sha256, device code.
 
     Returns the cache entry and the bytes hashed (0 when the sha256 was cached).
     """
-    metadata, requires_python = read_metadata(path, name, str(target))
+    metadata, requires_python = read_metadata(path, name, target)
     if prior is not None:
         sha, hashed = prior.sha256, 0
     else:
@@ -305,7 +301,7 @@ def _complete(entry: CacheEntry | None) -> bool:
 
 
 def inspect_wheels(
-    paths: list[Path], names: list[WheelName], target: IndexTarget, cache: HashCache, workers: int
+    paths: list[Path], names: list[WheelName], target: ArchSet, cache: HashCache, workers: int
 ) -> tuple[list[CacheEntry], int]:
     """Cached entries for unchanged files; the rest inspected in threads, largest first."""
     keys = [FileKey.of(p) for p in paths]
@@ -338,7 +334,7 @@ def inspect_wheels(
                 except RocmBakeError as exc:
                     problems.append(str(exc))
     if problems:
-        raise _combined(problems, str(target))
+        raise _combined(problems, target)
     done = [e for e in entries if e is not None]
     for entry in done:
         cache.record(entry)
@@ -385,7 +381,7 @@ def anchor(wheel: PlannedWheel, wheel_url: str | None) -> str:
     return f"<a {' '.join(attrs)}>{html.escape(wheel.filename)}</a>"
 
 
-def render_pages(arch: "str | IndexTarget", wheels: list[PlannedWheel], wheel_url: str | None) -> dict[str, bytes]:
+def render_pages(arch: ArchSet, wheels: list[PlannedWheel], wheel_url: str | None) -> dict[str, bytes]:
     projects: dict[str, list[PlannedWheel]] = {}
     for wheel in wheels:
         projects.setdefault(wheel.project, []).append(wheel)
@@ -417,7 +413,7 @@ def tree_digest(pages: dict[str, bytes], wheels: list[PlannedWheel]) -> str:
 
 
 def plan_index(
-    arch: "str | IndexTarget",
+    arch: ArchSet,
     wheels_dir: Path,
     dist: Path,
     wheel_url: str | None = None,
@@ -426,22 +422,18 @@ def plan_index(
 ) -> IndexPlan:
     """Validate, hash (cached) and render everything without writing the index.
 
-    ``arch`` is one arch (``gfx950``), a fat build's PYTORCH_ROCM_ARCH
-    (``gfx950;gfx1201``) or an :class:`IndexTarget`.
+    ``arch`` is one arch (``gfx950``) or a fat build's (``gfx950;gfx1201``).
     """
-    given = arch.spelling if isinstance(arch, IndexTarget) else arch
-    target = IndexTarget.parse(arch)
     check_rocm_version(rocm_version)
-    request = stamp.request(given, Path(wheels_dir), wheel_url, rocm_version)
+    request = stamp.request(arch.spelling, Path(wheels_dir), wheel_url, rocm_version)
     wheel_url = check_wheel_url(wheel_url)
     wheels_dir, dist = Path(wheels_dir), check_dist(Path(dist))
-    label = target.spelling
-    paths = list_wheels(wheels_dir, label)
+    paths = list_wheels(wheels_dir, arch)
     inputs = stamp.input_listing(wheels_dir)
-    names = validate_names(paths, label, rocm_version)
+    names = validate_names(paths, arch, rocm_version)
 
-    cache = HashCache(cache_path(dist, target))
-    entries, hashed = inspect_wheels(paths, names, target, cache, workers or hash_workers())
+    cache = HashCache(cache_path(dist, arch))
+    entries, hashed = inspect_wheels(paths, names, arch, cache, workers or hash_workers())
     planned = []
     for path, name, entry in zip(paths, names, entries):
         planned.append(
@@ -453,7 +445,7 @@ def plan_index(
         )
 
     pins = {name.project: name.version for name in names}
-    meta_pkg = build_metapackage(target, pins)
+    meta_pkg = build_metapackage(arch, pins)
     planned.append(
         PlannedWheel(
             filename=meta_pkg.filename, project=METAPACKAGE, version=meta_pkg.version,
@@ -462,9 +454,9 @@ def plan_index(
         )
     )
     planned.sort(key=lambda w: w.filename)
-    pages = render_pages(label, planned, wheel_url)
+    pages = render_pages(arch, planned, wheel_url)
     return IndexPlan(
-        arch=label, dist=str(dist), wheel_url=wheel_url, wheels=planned, pages=pages,
+        arch=arch, dist=str(dist), wheel_url=wheel_url, wheels=planned, pages=pages,
         metapackage=meta_pkg, index_sha256=tree_digest(pages, planned), hashed_bytes=hashed,
         request=request, inputs=inputs,
     )
@@ -494,17 +486,16 @@ def tree_matches(plan: IndexPlan) -> bool:
     or a copy this tool recorded with that sha256. Anything extra, missing
     or different means a rewrite.
     """
-    target = plan.target
-    recorded = stamp.recorded_files(stamp.load(Path(plan.dist), target.dir_name))
+    recorded = stamp.recorded_files(stamp.load(Path(plan.dist), plan.arch.dir_name))
     try:
-        return _store(Path(plan.dist), target).unchanged(tree_files(plan), recorded)
+        return _store(Path(plan.dist), plan.arch).unchanged(tree_files(plan), recorded)
     except RocmBakeError:
         return False
 
 
 def write_index(plan: IndexPlan) -> IndexResult:
     """Put ``plan`` on disk: only changed files written, swapped in by one rename (see ``tree``)."""
-    target = plan.target
+    target = plan.arch
     dist = Path(plan.dist)
     store = _store(dist, target)
     files = tree_files(plan)
@@ -538,7 +529,7 @@ def write_index(plan: IndexPlan) -> IndexResult:
 
 
 def build_index(
-    arch: "str | IndexTarget",
+    arch: ArchSet,
     wheels_dir: Path,
     dist: Path,
     wheel_url: str | None = None,
@@ -546,19 +537,17 @@ def build_index(
 ) -> IndexResult:
     """Validate ``wheels_dir``'s wheels for ``arch`` and bring ``DIST/index/<dir>/`` up to date.
 
-    ``arch``: ``gfx950``, ``gfx950;gfx1201`` (a fat build) or an :class:`IndexTarget`.
+    ``arch``: ``gfx950``, or ``gfx950;gfx1201`` (a fat build).
     """
-    given = arch.spelling if isinstance(arch, IndexTarget) else arch
-    target = IndexTarget.parse(arch)
-    hit = stamp.quick_result(Path(dist), target.dir_name, given, Path(wheels_dir), wheel_url, rocm_version)
+    hit = stamp.quick_result(Path(dist), arch.dir_name, arch.spelling, Path(wheels_dir), wheel_url, rocm_version)
     if hit is not None:
         return IndexResult.model_validate(hit)
     check_dist(Path(dist))
-    _store(Path(dist), target).current()  # refuse a foreign DIST/index/<dir> before hashing anything
-    return write_index(plan_index(given, wheels_dir, dist, wheel_url, rocm_version))
+    _store(Path(dist), arch).current()  # refuse a foreign DIST/index/<dir> before hashing anything
+    return write_index(plan_index(arch, wheels_dir, dist, wheel_url, rocm_version))
 
 
-def remove_index(dist: Path, arch: "str | IndexTarget") -> bool:
+def remove_index(dist: Path, arch: ArchSet) -> bool:
     """Remove ``DIST/index/<dir>`` (the link and its trees) if rocm-bake wrote it; True if removed.
 
     ``shutil.rmtree`` refuses a symlink, so callers that delete an index
@@ -566,8 +555,7 @@ def remove_index(dist: Path, arch: "str | IndexTarget") -> bool:
     """
     import shutil
 
-    target = IndexTarget.parse(arch)
-    store = _store(Path(dist), target)
+    store = _store(Path(dist), arch)
     if not os.path.lexists(store.link) and not store.trees.exists():
         return False
     with store.locked():
@@ -585,5 +573,5 @@ def remove_index(dist: Path, arch: "str | IndexTarget") -> bool:
             os.unlink(store.link)
         else:
             return False
-        stamp.forget(Path(dist), target.dir_name)
+        stamp.forget(Path(dist), arch.dir_name)
         return True

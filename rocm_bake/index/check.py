@@ -48,11 +48,10 @@ from packaging.version import Version
 from pydantic import BaseModel
 
 from rocm_bake import progress
-from rocm_bake.arch import KNOWN_ARCHES, sorted_arches
+from rocm_bake.archset import KNOWN_ARCHES, ArchSet, sorted_arches
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import index_dir, is_rocm_bake_index
 from rocm_bake.index.defaults import INSTALLERS as INSTALLERS, PYPI as PYPI  # re-exported
-from rocm_bake.index.target import IndexTarget
 from rocm_bake.index.versions import METAPACKAGE
 #: Network timeout for an installer (seconds): an unreachable extra index must not hang.
 NET_TIMEOUT = 15
@@ -144,9 +143,8 @@ def _hrefs(page: Path) -> list[str]:
     return parser.hrefs
 
 
-def index_wheels(dist: Path, arch: "str | IndexTarget") -> dict[str, Version]:
+def index_wheels(dist: Path, arch: ArchSet) -> dict[str, Version]:
     """Project → version as the index's own HTML lists them (what an installer sees)."""
-    arch = IndexTarget.parse(arch)
     root = index_dir(dist, arch)
     if not is_rocm_bake_index(root):
         raise RocmBakeError(f"{root}: no rocm-bake index for {arch} (run `rocm-bake index build` first)")
@@ -167,25 +165,27 @@ def index_wheels(dist: Path, arch: "str | IndexTarget") -> dict[str, Version]:
     return found
 
 
-def discover_arches(dist: Path) -> list[str]:
-    """Every index under ``DIST/index/`` (PYTORCH_ROCM_ARCH spellings): single arches, then fat builds."""
+def discover_arches(dist: Path) -> list[ArchSet]:
+    """Every index under ``DIST/index/`` (a directory listing, parsed here): single arches, then fat builds."""
     base = Path(dist) / "index"
-    found: list[IndexTarget] = []
+    found: list[ArchSet] = []
     if base.is_dir():
         for p in base.iterdir():
-            target = IndexTarget.from_dir_name(p.name)
-            if target is not None and is_rocm_bake_index(p):
-                found.append(target)
+            arch = ArchSet.from_dir_name(p.name)
+            if arch is not None and is_rocm_bake_index(p):
+                found.append(arch)
     if not found:
         raise RocmBakeError(f"{base}: no per-arch indexes found (run `rocm-bake index build` first)")
-    singles = sorted_arches([t.spelling for t in found if not t.is_fat])
-    fats = sorted((t for t in found if t.is_fat), key=lambda t: [(len(a), a) for a in t.arches])
-    return singles + [t.spelling for t in fats]
+    singles = sorted((a for a in found if not a.is_fat), key=lambda a: (len(a), a))
+    fats = sorted((a for a in found if a.is_fat), key=lambda a: [(len(x), x) for x in a.arches])
+    return singles + fats
 
 
-def refused_extras(target: IndexTarget) -> list[str]:
+def refused_extras(target: ArchSet) -> list[str]:
     """The extras this index must not offer: every known arch's own, except its own extra."""
-    return [e for e in (IndexTarget((a,)).extra for a in sorted_arches(KNOWN_ARCHES)) if e != target.extra]
+    # the known arches are this module's constants, not input: wrapped as one-arch sets, not re-validated
+    singles = (ArchSet._trusted(a).extra for a in sorted_arches(KNOWN_ARCHES))
+    return [e for e in singles if e != target.extra]
 
 
 # -------------------------------------------------------------- installers
@@ -310,20 +310,19 @@ def compare(expected: dict[str, Version], got: dict[str, str]) -> list[str]:
 
 
 def run_one(
-    arch: str, installer: Literal["pip", "uv"], kind: Literal["install", "refusal"], index_url: str,
+    arch: ArchSet, installer: Literal["pip", "uv"], kind: Literal["install", "refusal"], index_url: str,
     expected: dict[str, Version], work: Path, python: str, extra_index_url: str | None, timeout: float,
 ) -> InstallResult:
-    target = IndexTarget.parse(arch)
     if kind == "install":
-        requirement = f"rocm-torch[{target.extra}]"
+        requirement = f"rocm-torch[{arch.extra}]"
         want = expected
     else:
-        requirement = f"rocm-torch[{','.join(refused_extras(target))}]"
+        requirement = f"rocm-torch[{','.join(refused_extras(arch))}]"
         want = {METAPACKAGE: expected[METAPACKAGE]}
     start = time.monotonic()
     what = "install" if kind == "install" else "refusal of other extras"
-    progress.note(f"index check {target}: {installer} {what} ...")
-    venv_python = make_venv(installer, work / f"{target.dir_name}-{installer}-{kind}", python, timeout)
+    progress.note(f"index check {arch}: {installer} {what} ...")
+    venv_python = make_venv(installer, work / f"{arch.dir_name}-{installer}-{kind}", python, timeout)
     proc = _run(install_cmd(installer, venv_python, index_url, requirement, extra_index_url), timeout)
     got = installed(venv_python, timeout)
     output = proc.stdout + proc.stderr
@@ -335,7 +334,7 @@ def run_one(
     warnings = sorted({line.strip() for line in output.splitlines()
                        if "extra" in line.lower() and "device-" in line and "warn" in line.lower()})
     seconds = round(time.monotonic() - start, 2)
-    progress.note(f"index check {target}: {installer} {what} {'ok' if not problems else 'FAILED'} "
+    progress.note(f"index check {arch}: {installer} {what} {'ok' if not problems else 'FAILED'} "
                   f"({len(got)} installed, {seconds:.1f} s)")
     return InstallResult(
         arch=arch, installer=installer, kind=kind, requirement=requirement, ok=not problems,
@@ -347,7 +346,7 @@ def run_one(
 
 def check_index(
     dist: Path,
-    arches: list[str] | None = None,
+    arches: list[ArchSet] | None = None,
     installers: Sequence[str] = INSTALLERS,
     extra_index_url: str | None = None,
     python: str | None = None,
@@ -361,7 +360,7 @@ def check_index(
     ``python`` is the venvs' interpreter (the wheels' tags must match it).
     """
     dist = Path(dist)
-    arches = [IndexTarget.parse(a).spelling for a in arches] if arches else discover_arches(dist)
+    arches = arches or discover_arches(dist)
     for installer in installers:
         if installer not in INSTALLERS:
             raise RocmBakeError(f"index check: unknown installer {installer!r} (expected pip or uv)")
@@ -371,7 +370,7 @@ def check_index(
     results: list[InstallResult] = []
     with tempfile.TemporaryDirectory(prefix="rocm-bake-check-") as tmp, serve(dist) as served:
         for arch in arches:
-            index_url = f"{served.url}/index/{IndexTarget.parse(arch).dir_name}/"
+            index_url = f"{served.url}/index/{arch.dir_name}/"
             for installer in installers:
                 for kind in ("install", "refusal"):
                     results.append(run_one(

@@ -6,7 +6,7 @@ architecture's extra, so asking gfx950's index for ``[device-gfx1201]`` fails
 rather than installing mismatched binaries. The extra is spelled
 ``device-<arch>`` so that when wheel variants land, the architecture is
 already a first-class coordinate. A fat build's index declares only its
-combined extra, ``device-gfx950-gfx1201`` (see ``rocm_bake.index.target``).
+combined extra, ``device-gfx950-gfx1201`` (see ``rocm_bake.archset``).
 
 Version (derived deterministically from its contents): the torch wheel's
 public version when the index has torch (so ``pip list`` reads sensibly),
@@ -27,7 +27,7 @@ import zipfile
 from packaging.version import Version
 from pydantic import BaseModel
 
-from rocm_bake.index.target import IndexTarget
+from rocm_bake.archset import ArchSet
 from rocm_bake.index.versions import METAPACKAGE
 
 DIST_NAME = "rocm_torch"
@@ -42,25 +42,19 @@ class Metapackage(BaseModel):
     metadata: bytes  # the METADATA member, served as ``<wheel>.metadata`` (PEP 658)
 
 
-def extra_name(arch: "str | IndexTarget") -> str:
-    """``device-gfx950``; ``device-gfx950-gfx1201`` for a fat build (``gfx950;gfx1201``)."""
-    return IndexTarget.parse(arch).extra
+def summary(arch: ArchSet) -> str:
+    return SUMMARY if not arch.is_fat else f"Pins the {arch} fat build's wheels from its own index"
 
 
-def summary(arch: "str | IndexTarget") -> str:
-    target = IndexTarget.parse(arch)
-    return SUMMARY if not target.is_fat else f"Pins the {target} fat build's wheels from its own index"
-
-
-def requirement_lines(arch: "str | IndexTarget", pins: dict[str, Version]) -> list[str]:
-    """``Provides-Extra`` for this index's target only, then one ``==`` pin per project, sorted."""
-    extra = extra_name(arch)
+def requirement_lines(arch: ArchSet, pins: dict[str, Version]) -> list[str]:
+    """``Provides-Extra`` for this index's arch set only, then one ``==`` pin per project, sorted."""
+    extra = arch.extra
     lines = [f"Provides-Extra: {extra}"]
     lines += [f'Requires-Dist: {name}=={pins[name]}; extra == "{extra}"' for name in sorted(pins)]
     return lines
 
 
-def metapackage_version(arch: "str | IndexTarget", pins: dict[str, Version]) -> str:
+def metapackage_version(arch: ArchSet, pins: dict[str, Version]) -> str:
     digest = hashlib.sha256("\n".join(requirement_lines(arch, pins)).encode()).hexdigest()[:12]
     torch = pins.get("torch")
     return f"{torch.public if torch else '0'}+h{digest}"
@@ -70,7 +64,7 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_metapackage(arch: "str | IndexTarget", pins: dict[str, Version]) -> Metapackage:
+def build_metapackage(arch: ArchSet, pins: dict[str, Version]) -> Metapackage:
     """The wheel's bytes for ``arch``'s index, pinning ``pins`` (canonical name → version)."""
     if METAPACKAGE in pins:
         raise ValueError("the metapackage cannot pin itself")

@@ -28,6 +28,7 @@ from packaging.utils import (
 from packaging.version import Version
 from pydantic import BaseModel, ConfigDict
 
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION as DEFAULT_ROCM_VERSION  # re-exported
 
@@ -111,7 +112,7 @@ def default_rule(pure: bool) -> Rule:
     return Rule.PURE if pure else Rule.ROCM
 
 
-def check_safe_filename(filename: str, arch: str) -> None:
+def check_safe_filename(filename: str, arch: ArchSet) -> None:
     """No path separators or ``..``: a filename becomes a path and a URL here."""
     if not filename or "/" in filename or "\\" in filename or ".." in filename or "\0" in filename:
         raise RocmBakeError(
@@ -120,7 +121,7 @@ def check_safe_filename(filename: str, arch: str) -> None:
         )
 
 
-def parse_name(filename: str, arch: str) -> WheelName:
+def parse_name(filename: str, arch: ArchSet) -> WheelName:
     """Parse ``filename`` with packaging; raise naming the file, arch and rule."""
     check_safe_filename(filename, arch)
     try:
@@ -134,7 +135,7 @@ def parse_name(filename: str, arch: str) -> WheelName:
     return WheelName(filename=filename, project=project, version=version, tags=tags, rule=rule)
 
 
-def check_version(wheel: WheelName, arch: str, rocm_version: str = DEFAULT_ROCM_VERSION) -> None:
+def check_version(wheel: WheelName, arch: ArchSet, rocm_version: str = DEFAULT_ROCM_VERSION) -> None:
     """Apply the ROCm-marker rule (module docstring) for ``wheel.project``; raise on a violation."""
     check_rocm_version(rocm_version)
     where = f"{wheel.filename} (index {arch})"

@@ -19,6 +19,8 @@ import functools
 import re
 from typing import NamedTuple
 
+from rocm_bake.archset import Arch
+
 #: EF_AMDGPU_MACH values (``e_flags & 0xff``) from LLVM's BinaryFormat/ELF.h.
 AMDGPU_MACH: dict[int, str] = {
     0x02C: "gfx900", 0x02D: "gfx902", 0x02E: "gfx904", 0x02F: "gfx906",
@@ -137,6 +139,6 @@ def processor_of_mach(flags: int) -> str | None:
     return AMDGPU_MACH.get(flags & 0xFF)
 
 
-def covers(target: str, arch: str) -> bool:
+def covers(target: str, arch: Arch) -> bool:
     """True when code built for ``target`` loads on ``arch`` (same, or a generic covering it)."""
     return target == arch or arch in GENERIC_COVERS.get(target, frozenset())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from rocm_bake import progress
+from rocm_bake.archset import Arch
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.offload.formats import ELF_MAGIC
 from rocm_bake.offload.models import CodeObjectSource, WheelTargets
@@ -129,7 +130,7 @@ def _summarise(wheel: str, sources: list[Source], elf_members: int) -> WheelTarg
     )
 
 
-def check_wheel_for_arch(path: Path, arch: str, allow_unknown: bool = False) -> WheelTargets:
+def check_wheel_for_arch(path: Path, arch: Arch, allow_unknown: bool = False) -> WheelTargets:
     """Refuse a wheel whose device code is not for ``arch``; return its report.
 
     This is the failure the ``:latest`` tag causes: "written by whichever
@@ -140,9 +141,6 @@ def check_wheel_for_arch(path: Path, arch: str, allow_unknown: bool = False) -> 
     refused unless ``allow_unknown``: a wrong-arch asset must not pass
     silently, and "unknown" is exactly how one would.
     """
-    from rocm_bake.arch import validate_arch  # pydantic: only ``wheel check`` and the index need it
-
-    validate_arch(arch)
     report = wheel_targets(path)
     if report.unknown and not allow_unknown:
         raise RocmBakeError(
