@@ -26,6 +26,7 @@ from rocm_bake.registry.tls import RegistryTls
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import builder as builder_tool  # noqa: E402  (tools/builder.py: make builder's own code)
+import state_server  # noqa: E402  (tools/state_server.py: make state-server's own code)
 TOOLS_BIN = ROOT / ".tools" / "bin"
 VENV_BIN = ROOT / ".venv" / "bin"
 
@@ -182,3 +183,19 @@ def base_ref(registry: str, buildkit: BuildKit) -> str:
     finally:
         os.environ.clear()
         os.environ.update(env)
+
+
+#: The bucket the team's state lives in, on the loopback S3 gateway.
+STATE_BUCKET = "team-state"
+
+
+def start_state_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[state_server.StateServer]:
+    """The team's state: an S3 bucket (versitygw, started by make state-server's own code) on a free port."""
+    engine("versitygw")
+    state = tmp_path_factory.mktemp("state-server")
+    try:
+        running = state_server.start(state, STATE_BUCKET)
+    except state_server.StateServerError as exc:
+        pytest.fail(f"the state server did not start: {exc}")
+    yield running
+    state_server.stop(state)

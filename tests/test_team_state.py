@@ -36,7 +36,9 @@ from tests.engine_fixtures import (
     PulumiProject,
     copy_project,
     engine,
+    STATE_BUCKET,
     project_env,
+    start_state_bucket,
 )
 from tests.engine_fixtures import base_ref, buildkit, registry  # noqa: F401  (module fixtures)
 
@@ -45,7 +47,7 @@ import state_server  # noqa: E402  (tools/state_server.py, on sys.path through e
 #: A name no other backend on this machine holds, so "no checkpoint elsewhere" is exact.
 STACK = f"team-{secrets.token_hex(3)}"
 PROJECT = "rocm-bake"
-BUCKET = "team-state"
+BUCKET = STATE_BUCKET
 LOCK_MESSAGE = ("the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or "
                 "delete the lock file with `pulumi cancel`.")
 TRITON_DOCKERFILE = Path("dockerfiles/demo/triton-wheel.Dockerfile")
@@ -53,14 +55,7 @@ TRITON_DOCKERFILE = Path("dockerfiles/demo/triton-wheel.Dockerfile")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[state_server.StateServer]:
-    engine("versitygw")
-    state = tmp_path_factory.mktemp("state-server")
-    try:
-        running = state_server.start(state, BUCKET)
-    except state_server.StateServerError as exc:
-        pytest.fail(f"the state server did not start: {exc}")
-    yield running
-    state_server.stop(state)
+    yield from start_state_bucket(tmp_path_factory)
 
 
 def stack_file_text(registry: str, builder: str, base: str) -> str:

@@ -34,7 +34,7 @@ import yaml
 from rocm_bake.manifests import load_targets
 from rocm_bake.offload import wheel_targets
 from tests.fake_github import FakeGitHub
-from tests.engine_fixtures import ROOT, TOOLS_BIN, copy_project, engine, project_env
+from tests.engine_fixtures import ROOT, STATE_BUCKET, TOOLS_BIN, copy_project, engine, project_env, start_state_bucket
 
 import state_server  # noqa: E402  (tools/state_server.py, on sys.path through engine_fixtures: make state-server's code)
 
@@ -636,7 +636,7 @@ def test_use_built_pulumi_puts_the_built_cli_on_path_with_its_bare_version(tmp_p
     assert (tmp_path / "path").read_text() == f"{TOOLS_BIN}\n", "nothing written when it cannot write both"
 
 
-BUCKET = "team-state"
+BUCKET = STATE_BUCKET
 TOKEN = "ghs_t0ken-v4lue-x9"
 #: The stack's bases, on a loopback port nothing listens on: the farm's build fails at once, naming it.
 NO_BASE = "127.0.0.1:9/rocm-bake/no-base:1"
@@ -645,14 +645,7 @@ NO_BASE = "127.0.0.1:9/rocm-bake/no-base:1"
 @pytest.fixture(scope="module")
 def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[state_server.StateServer]:
     """The team's state: an S3 bucket (versitygw, started by make state-server's own code) on a free port."""
-    engine("versitygw")
-    state = tmp_path_factory.mktemp("state-server")
-    try:
-        running = state_server.start(state, BUCKET)
-    except state_server.StateServerError as exc:
-        pytest.fail(f"the state server did not start: {exc}")
-    yield running
-    state_server.stop(state)
+    yield from start_state_bucket(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
