@@ -193,7 +193,8 @@ def declare_gpu_test(config: StackConfig, images: dict[str, TargetImage]) -> dic
     test = load_targets().target(TESTED_TARGET).gpu_test
     if not test:
         raise RocmBakeError(f"target {TESTED_TARGET} has no gpu_test command in manifests/targets.yml")
-    chosen = {arch: select_node(fleet, arch, config.gpu_host) for arch in config.arches}  # a gpuHost without the card is an error
+    # a gpuHost without the card is an error
+    chosen = {arch: select_node(fleet, arch, config.gpu_host) for arch in config.arches}
     nodes = {arch: node for arch, node in chosen.items() if node is not None}
     uncovered = [arch for arch, node in chosen.items() if node is None]
     exports: dict[str, Any] = {}

@@ -99,7 +99,8 @@ def test_build_args_text_is_decoded_once_at_the_engines_edge():
     with pytest.raises(RocmBakeError, match=re.escape("stack s config: rocm-bake:buildArgs: not a JSON object")):
         from_engine_values({"rocm-bake:buildArgs": '{"A": "ghp_fragment'}, "stack s config")
     with pytest.raises(RocmBakeError, match="rocm-bake:buildArgs: Input should be a valid dictionary"):
-        stack_config_from_mapping("s", {"rocm-bake:buildArgs": '{"A": "b"}'}, "test")  # text is never parsed past the edge
+        # text is never parsed past the edge
+        stack_config_from_mapping("s", {"rocm-bake:buildArgs": '{"A": "b"}'}, "test")
 
 
 @pytest.mark.parametrize(

@@ -177,6 +177,10 @@ def test_publish_true_declares_release_assets_and_pages_for_that_arch(monkeypatc
     assert release["tag"] == "wheels-gfx950-rocm10.1.0" and release["repo"] == "octo/rocm-bake"
     assert all(r.inputs["arch"] == ARCH for r in by_type["pulumi-python:dynamic:Resource"])
     assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
+    # the tag is named once, by the component, and every child takes it; the index digest goes by its name
+    assert {name: inputs["tag"] for name, inputs in dynamic.items()} == dict.fromkeys(dynamic, release["tag"])
+    assert dynamic["publish-gfx950-assets"]["index_sha256"] == dynamic["publish-gfx950-pages"]["index_sha256"] == "sha"
+    assert not [name for name, inputs in dynamic.items() if "depends_on_digest" in inputs]
 
 
 def test_token_is_no_resource_input_and_not_in_the_pickled_provider(gh: FakeGitHub,
