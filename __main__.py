@@ -10,6 +10,8 @@ from components.stack import define_stack, read_config
 from rocm_bake.errors import RocmBakeError
 
 try:
-    define_stack(read_config())
+    exports = define_stack(read_config())
 except RocmBakeError as exc:
     raise pulumi.RunError(" ".join(str(exc).split())) from None
+for key, value in exports.items():
+    pulumi.export(key, value)

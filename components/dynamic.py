@@ -1,11 +1,13 @@
-"""What every rocm-bake dynamic provider shares: the engine's unknown marker, check(), plain errors."""
+"""What every rocm-bake dynamic provider shares: typed inputs echoed into outputs, the engine's unknown
+marker, check(), plain errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import traceback
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Self
 
 from pulumi.dynamic import CheckFailure, CheckResult, DiffResult
 from pulumi.output import Unknown
@@ -13,7 +15,52 @@ from pulumi.runtime.rpc import UNKNOWN
 
 from rocm_bake.errors import RocmBakeError
 
-__all__ = ["UNKNOWN", "has_unknown", "check_inputs", "unknown_or_replace"]
+__all__ = ["UNKNOWN", "ProviderInputs", "has_unknown", "check_inputs", "unknown_or_replace"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderInputs:
+    """A dynamic resource's inputs as one typed value; subclasses are frozen dataclasses of the input fields.
+
+    The engine stores a dynamic resource's inputs and outputs as one flat
+    property map, and every provider echoes its inputs into its outputs so
+    ``diff``, ``read`` and ``delete`` see them again. This class is that echo,
+    written once: ``to_props``/``declared`` on the program side, ``from_props``
+    in the provider (state is an edge: ``EDGE_PARSERS`` turn its plain values
+    back into their types, e.g. ``{"arch": ArchSet}``), ``outputs`` for what
+    ``create``/``update`` return.
+    """
+
+    #: Output names the resource declares (``None`` until the provider fills them in).
+    OUTPUTS: ClassVar[tuple[str, ...]] = ()
+    #: Field -> constructor applied to the plain value read back from state.
+    EDGE_PARSERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The input keys, in declaration order."""
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any]) -> Self:
+        """The inputs out of a property map (news, olds or state); a key absent there is None."""
+        values = {key: props.get(key) for key in cls.keys()}
+        for key, parse in cls.EDGE_PARSERS.items():
+            if values.get(key) is not None:
+                values[key] = parse(values[key])
+        return cls(**values)
+
+    def to_props(self) -> dict[str, Any]:
+        """The inputs as the engine's property map (no deep copy: Outputs stay Outputs)."""
+        return {key: getattr(self, key) for key in self.keys()}
+
+    def declared(self) -> dict[str, Any]:
+        """What the resource is declared with: its inputs and every output name, unset."""
+        return {**self.to_props(), **{name: None for name in self.OUTPUTS}}
+
+    def outputs(self, **outs: Any) -> dict[str, Any]:
+        """What create/update return: the inputs echoed, then the outputs they produced."""
+        return {**self.to_props(), **outs}
 
 
 def plain_errors_in_the_provider_host() -> None:

@@ -19,13 +19,16 @@ the CLI, so it never lands in state nor forces a re-run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import check_inputs, has_unknown
+from components.dynamic import ProviderInputs, check_inputs, has_unknown
 from components.images import TargetImage
+from rocm_bake.archset import Arch
 from rocm_bake.config import StackConfig
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu import not_covered_message, select_node
@@ -39,34 +42,60 @@ TESTED_TARGET = "torch-runtime"
 #: (host, port, user, lock path, lock timeout) is not what was tested.
 RERUN_KEYS = ("arch", "digest", "node", "test", "run_template")
 NODE_KEYS = ("host", "port", "user", "lock_path")
-INPUT_KEYS = (*RERUN_KEYS, "image", *NODE_KEYS, "lock_timeout")
 #: As long as the CLI waits for a busy node by default.
 LOCK_TIMEOUT = 3600.0
 
 
-def _node(props: dict[str, Any]) -> Node:
-    """The node the program chose, rebuilt from the inputs (state is an edge: validated again)."""
-    return Node.model_validate({"name": props["node"], "gpus": [props["arch"]], "run_template": props["run_template"],
-                                **{k: props[k] for k in NODE_KEYS if props.get(k) is not None}})
+@dataclass(frozen=True)
+class GpuTestInputs(ProviderInputs):
+    """One arch's test: the image (ref and digest: Outputs in the program), the test, and the node it runs on."""
+
+    arch: Arch
+    digest: str
+    node: str
+    test: str
+    run_template: str
+    image: str
+    host: str
+    port: int
+    user: str | None
+    lock_path: str
+    lock_timeout: float = LOCK_TIMEOUT
+
+    OUTPUTS = ("status", "output", "lock_waited")
+    EDGE_PARSERS = {"arch": Arch}
+
+    @classmethod
+    def on(cls, arch: Arch, image: TargetImage, node: Node, test: str,
+           lock_timeout: float = LOCK_TIMEOUT) -> "GpuTestInputs":
+        """``image`` tested for ``arch`` on ``node``, whose reach (host, port, user, lock) travels as inputs."""
+        return cls(arch=arch, digest=image.digest, node=node.name, test=test,  # type: ignore[arg-type]
+                   run_template=node.run_template, image=image.ref,  # type: ignore[arg-type]
+                   host=node.host, port=node.port, user=node.user, lock_path=node.lock_path,
+                   lock_timeout=lock_timeout)
+
+    def fleet_node(self) -> Node:
+        """The node the program chose, rebuilt from the inputs (state is an edge: validated again)."""
+        return Node.model_validate({"name": self.node, "gpus": [self.arch], "run_template": self.run_template,
+                                    **{k: getattr(self, k) for k in NODE_KEYS if getattr(self, k) is not None}})
 
 
-def run_test(props: dict[str, Any]) -> dict[str, Any]:
+def run_test(inputs: GpuTestInputs) -> dict[str, Any]:
     """Run the test through the CLI's core; a test that did not pass raises with its own output."""
     from rocm_bake.gpu import run_gpu_test
     from rocm_bake.gpu.remote_test import require_digest, ssh_files_from_env
 
-    node = _node(props)
+    node = inputs.fleet_node()
     known_hosts, identity = ssh_files_from_env()
-    result = run_gpu_test(Fleet(gpu_node=node.name, nodes=[node]), props["arch"], props["image"], props["test"],
-                          host=node.name, lock_timeout=float(props["lock_timeout"]), known_hosts=known_hosts,
+    result = run_gpu_test(Fleet(gpu_node=node.name, nodes=[node]), inputs.arch, inputs.image, inputs.test,
+                          host=node.name, lock_timeout=float(inputs.lock_timeout), known_hosts=known_hosts,
                           identity=identity, on_stdout=lambda _line: None, on_stderr=lambda _line: None)
     if result.status != 0:
         tail = result.output_tail().rstrip()
         shown = f"; the test's output ends:\n{tail}" if tail else "; the test printed nothing"
-        raise RocmBakeError(f"gpu-test {props['arch']}: {result.message} (node {node.name} at {node.host}:{node.port}, "
-                            f"image {require_digest(props['image'])}){shown}")
-    return {**{k: props.get(k) for k in INPUT_KEYS}, "status": result.status, "output": result.output_tail(),
-            "lock_waited": result.lock_waited}
+        raise RocmBakeError(f"gpu-test {inputs.arch}: {result.message} (node {node.name} at {node.host}:{node.port}, "
+                            f"image {require_digest(inputs.image)}){shown}")
+    return inputs.outputs(status=result.status, output=result.output_tail(), lock_waited=result.lock_waited)
 
 
 def _pinned(image: Any) -> bool:
@@ -88,8 +117,8 @@ class GpuTestProvider(ResourceProvider):
         return check_inputs(news, {"image": lambda _image: _check_image(news)})
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        outs = run_test(props)
-        return CreateResult(id_=f"{props['arch']}@{props['node']}", outs=outs)
+        inputs = GpuTestInputs.from_props(props)
+        return CreateResult(id_=f"{inputs.arch}@{inputs.node}", outs=run_test(inputs))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         if has_unknown(news, RERUN_KEYS) or not _pinned(news.get("image")):
@@ -97,7 +126,7 @@ class GpuTestProvider(ResourceProvider):
         return DiffResult(changes=any(olds.get(k) != news.get(k) for k in RERUN_KEYS))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=run_test(news))
+        return UpdateResult(outs=run_test(GpuTestInputs.from_props(news)))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: a test run leaves nothing on the node to read back; what was recorded stands."""
@@ -115,17 +144,47 @@ class GpuTest(pulumi.dynamic.Resource):
     output: pulumi.Output[str]
     lock_waited: pulumi.Output[bool]
 
-    def __init__(self, name: str, arch: str, image: TargetImage, node: Node, test: str,
-                 opts: pulumi.ResourceOptions | None = None, lock_timeout: float = LOCK_TIMEOUT) -> None:
-        props = {"arch": arch, "image": image.ref, "digest": image.digest, "node": node.name, "test": test,
-                 "run_template": node.run_template, "host": node.host, "port": node.port, "user": node.user,
-                 "lock_path": node.lock_path, "lock_timeout": lock_timeout,
-                 "status": None, "output": None, "lock_waited": None}
-        super().__init__(GpuTestProvider(), name, props, opts)
+    def __init__(self, name: str, inputs: GpuTestInputs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(GpuTestProvider(), name, inputs.declared(), opts)
+
+
+@dataclass(frozen=True)
+class GpuTestRunArgs:
+    """The tested image, its test command, and the node chosen for each arch a node can test."""
+
+    image: TargetImage
+    test: str
+    nodes: Mapping[Arch, Node]
+
+
+class GpuTestRun(pulumi.ComponentResource):
+    """One ``GpuTest`` per covered arch of the build, children of this component.
+
+    Each test keeps its name (``gpu-test-<arch>``) and aliases its old place at
+    the stack's root, so a stack declared before this component existed adopts
+    its recorded tests instead of running them again.
+    """
+
+    tests: dict[Arch, GpuTest]
+    passed: pulumi.Output[bool]
+
+    def __init__(self, name: str, args: GpuTestRunArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("rocm-bake:gpu:GpuTestRun", name, None, opts)
+        self.tests = {
+            arch: GpuTest(f"gpu-test-{arch}", GpuTestInputs.on(arch, args.image, node, args.test),
+                          opts=pulumi.ResourceOptions(parent=self, depends_on=[args.image],
+                                                      aliases=[pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]))
+            for arch, node in args.nodes.items()
+        }
+        # A test that did not pass fails the update, so every recorded status is a pass.
+        self.passed = pulumi.Output.all(*[t.status for t in self.tests.values()]).apply(
+            lambda statuses: all(status == 0 for status in statuses))
+        self.register_outputs({"passed": self.passed, "nodes": {a: t.node for a, t in self.tests.items()},
+                               "outputs": {a: t.output for a, t in self.tests.items()}})
 
 
 def declare_gpu_test(config: StackConfig, images: dict[str, TargetImage]) -> dict[str, Any]:
-    """One GpuTest per arch of the build that a node can test; exports say what is covered."""
+    """A GpuTestRun over the build's arches that a node can test; exports say what is covered."""
     if not config.gpu_test:
         return {"gpu_tested": False, "gpu_test": "not declared: rocm-bake:gpuTest is false"}
     if TESTED_TARGET not in images:
@@ -134,25 +193,18 @@ def declare_gpu_test(config: StackConfig, images: dict[str, TargetImage]) -> dic
     test = load_targets().target(TESTED_TARGET).gpu_test
     if not test:
         raise RocmBakeError(f"target {TESTED_TARGET} has no gpu_test command in manifests/targets.yml")
-    image = images[TESTED_TARGET]
-    tests: dict[str, GpuTest] = {}
-    uncovered: list[str] = []
-    for arch in config.arches:
-        node = select_node(fleet, arch, config.gpu_host)  # a gpuHost without the card is an error
-        if node is None:
-            uncovered.append(arch)
-            continue
-        tests[arch] = GpuTest(f"gpu-test-{arch}", arch, image, node, test,
-                              opts=pulumi.ResourceOptions(depends_on=[image]))
+    # a gpuHost without the card is an error
+    chosen = {arch: select_node(fleet, arch, config.gpu_host) for arch in config.arches}
+    nodes = {arch: node for arch, node in chosen.items() if node is not None}
+    uncovered = [arch for arch, node in chosen.items() if node is None]
     exports: dict[str, Any] = {}
+    if nodes:
+        run = GpuTestRun(f"gpu-tests-{config.index_name}",
+                         GpuTestRunArgs(image=images[TESTED_TARGET], test=test, nodes=nodes))
+        exports["gpu_tested"] = run.passed
+        exports["gpu_test_node"] = {a: t.node for a, t in run.tests.items()}
+        exports["gpu_test_output"] = {a: t.output for a, t in run.tests.items()}
     if uncovered:
         exports["gpu_tested"] = False
         exports["gpu_test"] = "; ".join(not_covered_message(a) for a in uncovered)
-    else:
-        # A test that did not pass fails the update, so every recorded status is a pass.
-        exports["gpu_tested"] = pulumi.Output.all(*[t.status for t in tests.values()]).apply(
-            lambda statuses: all(status == 0 for status in statuses))
-    if tests:
-        exports["gpu_test_node"] = {a: t.node for a, t in tests.items()}
-        exports["gpu_test_output"] = {a: t.output for a, t in tests.items()}
     return exports

@@ -9,8 +9,6 @@ name) and record each resource's type, name and inputs.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -76,39 +74,27 @@ def collect_exports(declared: dict[str, Any], exports: dict[str, Any]) -> pulumi
 
 
 def declare_under_mocks(
-    stack: str,
-    make_config: Callable[[], StackConfig],
-    raw_config: dict[str, Any] | None = None,
+    stack: str, config: StackConfig, secrets: dict[str, str] | None = None
 ) -> tuple[RecordingMocks, dict[str, Any]]:
-    """Run ``define_stack(make_config())`` for ``stack`` under mocks; return (mocks, exports).
+    """Run ``define_stack(config)`` for ``stack`` under mocks; return (mocks, exports).
 
-    ``raw_config`` is loaded as the stack's Pulumi config first, for a
-    ``make_config`` that reads it back (the program's own ``read_config``).
+    ``config`` was read and validated once by the caller. ``secrets`` are
+    the stack's secret config keys (``rocm-bake:githubToken``), set as the
+    engine sets them, marked secret, for the program to read with
+    ``get_secret``; nothing else is passed as raw config.
     """
     from components.stack import define_stack
 
     recorder = RecordingMocks()
     pulumi.runtime.set_mocks(recorder, project="rocm-bake", stack=stack, preview=True)
     # Mocks answer get_root_directory() with a placeholder; the program plan runs is the one whose
-    # stacks/ it reads, so its checkout defaults (registry, builder) are the ones `pulumi up` there takes.
+    # stacks/ it reads.
     pulumi.runtime.settings.SETTINGS.root_directory = str(STACKS_DIR.parent)
-    if raw_config is not None:
-        # as the engine passes config: strings, structured values (buildArgs) as JSON
-        # a stack file holds the token as `secure:` and the engine marks it secret: so do the mocks
-        pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in raw_config.items()},
-                                      secret_keys=[k for k in raw_config if k == "rocm-bake:githubToken"])
+    pulumi.runtime.set_all_config(dict(secrets or {}), secret_keys=list(secrets or {}))
     exports: dict[str, Any] = {}
 
     def program() -> pulumi.Output:
-        return collect_exports(define_stack(make_config()), exports)
+        return collect_exports(define_stack(config), exports)
 
     pulumi_mocks.test(program)()
     return recorder, exports
-
-
-def run_program(stack: str, config: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Declare ``stack`` from its raw config, as ``pulumi up`` would; return (resources, exports)."""
-    from components.stack import read_config
-
-    recorder, exports = declare_under_mocks(stack, read_config, raw_config=config)
-    return recorder.resources, exports

@@ -1,8 +1,8 @@
 """Publishing one arch's index as Pulumi resources (only when ``rocm-bake:publish`` is true).
 
-The spec: publishing "is a separate decision from building, so it is in no
-group and no push-all" — here a stack config flag, default false. ``pulumi
-preview`` is the seed's ``wheels-publish-dry``: the providers' ``diff``
+Publishing is a separate decision from building, so it is in no group and
+no push-all: here a stack config flag, default false. ``pulumi preview`` is
+the dry run (``wheels-publish-dry``): the providers' ``diff``
 compares what the local index would publish with what was recorded (or
 what ``refresh`` read back from GitHub), so drift made by hand shows up and
 the next ``up`` repairs it.
@@ -31,16 +31,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import unknown_or_replace
+from components.dynamic import ProviderInputs, unknown_or_replace
 from rocm_bake.archset import ArchSet
+from rocm_bake.config import StackConfig
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index import DEFAULT_ROCM_VERSION
 from rocm_bake.publish.apply import commit_pages, ensure_release
 from rocm_bake.publish.github import GitHubClient, GitHubEndpoints, github_endpoints
 from rocm_bake.publish.hashing import git_blob_sha
@@ -50,23 +51,40 @@ from rocm_bake.publish.publisher import Publisher
 
 #: A different arch, repo, version or GitHub is a different release: replace.
 REPLACE_KEYS = ("arch", "repo", "rocm_version", "api_url")
-INPUT_KEYS = ("arch", "dist", "repo", "rocm_version", "api_url", "uploads_url", "web_url", "pages_url",
-              "depends_on_digest")
 TOKEN_KEY = "rocm-bake:githubToken"
 
 
-def _endpoints(props: dict[str, Any]) -> GitHubEndpoints:
-    return github_endpoints(api_url=props.get("api_url") or None, uploads_url=props.get("uploads_url") or None,
-                            web_url=props.get("web_url") or None, pages_url=props.get("pages_url") or None)
+@dataclass(frozen=True)
+class ReleaseInputs(ProviderInputs):
+    """Which index goes where: the arch set, its ``DIST``, the repository and GitHub's endpoints, and the
+    release ``tag`` (named once, at declaration, so plan and preview show it)."""
+
+    arch: ArchSet
+    dist: str
+    repo: str
+    rocm_version: str
+    tag: str
+    api_url: str
+    uploads_url: str
+    web_url: str
+    pages_url: str
+
+    EDGE_PARSERS = {"arch": ArchSet}
+
+    def endpoints(self) -> GitHubEndpoints:
+        return github_endpoints(api_url=self.api_url or None, uploads_url=self.uploads_url or None,
+                                web_url=self.web_url or None, pages_url=self.pages_url or None)
+
+    def publisher(self, client: GitHubClient) -> Publisher:
+        return Publisher(client, self.arch, Path(self.dist), self.rocm_version)
 
 
-def _publisher(props: dict[str, Any], client: GitHubClient) -> Publisher:
-    return Publisher(client, ArchSet(props["arch"]), Path(props["dist"]),
-                     props.get("rocm_version") or DEFAULT_ROCM_VERSION)
+@dataclass(frozen=True)
+class IndexPublishInputs(ReleaseInputs):
+    """The release's inputs and the ``index_sha256`` of the index this program built: publishing waits for
+    it and is diffed again whenever it changes."""
 
-
-def _inputs(props: dict[str, Any]) -> dict[str, Any]:
-    return {k: props.get(k) for k in INPUT_KEYS}
+    index_sha256: str | None = None
 
 
 def _pulumi_cli() -> str | None:
@@ -121,13 +139,13 @@ class GitHubProvider(ResourceProvider):
             self._current, self._looked = current_config_token(getattr(self, "stack", None)), True
         return self._current or self._token
 
-    def client(self, props: dict[str, Any]) -> GitHubClient:
+    def client(self, inputs: ReleaseInputs) -> GitHubClient:
         token = self.token()
         if not token:
             raise RocmBakeError(
-                f"publishing {props.get('arch')}: no GitHub token; set the secret {TOKEN_KEY} or GITHUB_TOKEN"
+                f"publishing {inputs.arch}: no GitHub token; set the secret {TOKEN_KEY} or GITHUB_TOKEN"
             )
-        return GitHubClient(props["repo"], token, _endpoints(props))
+        return GitHubClient(inputs.repo, token, inputs.endpoints())
 
 
 def _asset_key(assets: list[dict[str, Any]] | None) -> dict[str, tuple[int, str | None]]:
@@ -146,15 +164,15 @@ class GitHubReleaseProvider(GitHubProvider):
     """The index's release: created (or adopted) through the core, so the CLI and Pulumi share one owner."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        tag = release_tag(ArchSet(props["arch"]), props["rocm_version"])
-        with self.client(props) as client:
-            release = ensure_release(client, ArchSet(props["arch"]), tag, props["rocm_version"], True)
-        name, body = release_text(ArchSet(props["arch"]), props["rocm_version"])
-        return CreateResult(id_=f"{props['repo']}/{tag}", outs={**_inputs(props), "tag": tag,
-                                                                 "release_id": release.id, "name": name, "body": body})
+        inputs = ReleaseInputs.from_props(props)
+        with self.client(inputs) as client:
+            release = ensure_release(client, inputs.arch, inputs.tag, inputs.rocm_version, True)
+        name, body = release_text(inputs.arch, inputs.rocm_version)
+        return CreateResult(id_=f"{inputs.repo}/{inputs.tag}",
+                            outs=inputs.outputs(release_id=release.id, name=name, body=body))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        early = unknown_or_replace(olds, news, INPUT_KEYS, REPLACE_KEYS)
+        early = unknown_or_replace(olds, news, ReleaseInputs.keys(), REPLACE_KEYS)
         if early is not None:
             return early
         return DiffResult(changes=olds.get("release_id") is None)
@@ -164,13 +182,15 @@ class GitHubReleaseProvider(GitHubProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: a release deleted by hand reads back with no id, and the next up makes it again."""
-        with self.client(props) as client:
-            release = client.get_release_by_tag(props["tag"])
+        inputs = ReleaseInputs.from_props(props)
+        with self.client(inputs) as client:
+            release = client.get_release_by_tag(inputs.tag)
         return ReadResult(id_=id_, outs={**props, "release_id": release.id if release else None})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        with self.client(props) as client:
-            release = client.get_release_by_tag(props["tag"])
+        inputs = ReleaseInputs.from_props(props)
+        with self.client(inputs) as client:
+            release = client.get_release_by_tag(inputs.tag)
             if release is not None:
                 client.delete_release(release.id)
 
@@ -178,37 +198,36 @@ class GitHubReleaseProvider(GitHubProvider):
 class ReleaseAssetsProvider(GitHubProvider):
     """The release's assets = every file of ``DIST/index/<arch>/files/``."""
 
-    def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
-        with self.client(props) as client:
-            publisher = _publisher(props, client)
+    def _apply(self, inputs: IndexPublishInputs) -> dict[str, Any]:
+        with self.client(inputs) as client:
+            publisher = inputs.publisher(client)
             plan, release = publisher.plan(pages=False)
             release, published = publisher.apply_assets(plan, release)
-            return {**_inputs(props), "tag": publisher.tag, "release_id": release.id,
-                    "assets": [a.model_dump() for a in published], "asset_count": len(published),
-                    "wheel_url": publisher.wheel_url}
+            return inputs.outputs(release_id=release.id, assets=[a.model_dump() for a in published],
+                                  asset_count=len(published), wheel_url=publisher.wheel_url)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        outs = self._apply(props)
-        return CreateResult(id_=f"{props['repo']}/{outs['tag']}", outs=outs)
+        inputs = IndexPublishInputs.from_props(props)
+        return CreateResult(id_=f"{inputs.repo}/{inputs.tag}", outs=self._apply(inputs))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=self._apply(news))
+        return UpdateResult(outs=self._apply(IndexPublishInputs.from_props(news)))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        early = unknown_or_replace(olds, news, INPUT_KEYS, REPLACE_KEYS)
+        early = unknown_or_replace(olds, news, IndexPublishInputs.keys(), REPLACE_KEYS)
         if early is not None:
             return early
-        with self.client(news) as client:
-            local = _publisher(news, client).local
+        inputs = IndexPublishInputs.from_props(news)
+        with self.client(inputs) as client:
+            local = inputs.publisher(client).local
         want = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in local.files]
         return DiffResult(changes=_assets_differ(want, olds.get("assets")))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: what the release really holds (a hand-deleted or replaced asset shows as drift)."""
-        with self.client(props) as client:
-            tag = props.get("tag") or release_tag(ArchSet(props["arch"]),
-                                                  props.get("rocm_version") or DEFAULT_ROCM_VERSION)
-            release = client.get_release_by_tag(tag)
+        inputs = IndexPublishInputs.from_props(props)
+        with self.client(inputs) as client:
+            release = client.get_release_by_tag(inputs.tag)
             assets = client.list_assets(release.id) if release else []
         listed = [{"name": a.name, "size": a.size if a.state == "uploaded" else -1, "sha256": a.sha256}
                   for a in assets]
@@ -218,8 +237,9 @@ class ReleaseAssetsProvider(GitHubProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """Remove the assets this resource published (the Release resource removes the release)."""
         names = {a["name"] for a in props.get("assets") or []}
-        with self.client(props) as client:
-            release = client.get_release_by_tag(props["tag"])
+        inputs = IndexPublishInputs.from_props(props)
+        with self.client(inputs) as client:
+            release = client.get_release_by_tag(inputs.tag)
             for asset in client.list_assets(release.id) if release else []:
                 if asset.name in names:
                     client.delete_asset(asset.id)
@@ -228,49 +248,51 @@ class ReleaseAssetsProvider(GitHubProvider):
 class PagesIndexProvider(GitHubProvider):
     """``data/wheels/<arch>/`` on gh-pages: the index HTML with hrefs at the release downloads."""
 
-    def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
-        with self.client(props) as client:
-            publisher = _publisher(props, client)
-            commit, files = commit_pages(client, publisher.arch, publisher.tag, publisher.desired)
-            return {**_inputs(props), "files": files, "commit": commit, "index_url": publisher.pages_url}
+    def _apply(self, inputs: IndexPublishInputs) -> dict[str, Any]:
+        with self.client(inputs) as client:
+            publisher = inputs.publisher(client)
+            commit, files = commit_pages(client, inputs.arch, inputs.tag, publisher.desired)
+            return inputs.outputs(files=files, commit=commit, index_url=publisher.pages_url)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        outs = self._apply(props)
-        return CreateResult(id_=f"{props['repo']}/gh-pages/{pages_prefix(ArchSet(props['arch']))}", outs=outs)
+        inputs = IndexPublishInputs.from_props(props)
+        return CreateResult(id_=f"{inputs.repo}/gh-pages/{pages_prefix(inputs.arch)}", outs=self._apply(inputs))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=self._apply(news))
+        return UpdateResult(outs=self._apply(IndexPublishInputs.from_props(news)))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        early = unknown_or_replace(olds, news, INPUT_KEYS, ("arch", "repo", "api_url"))
+        early = unknown_or_replace(olds, news, IndexPublishInputs.keys(), ("arch", "repo", "api_url"))
         if early is not None:
             return early
-        with self.client(news) as client:
-            desired = _publisher(news, client).desired
+        inputs = IndexPublishInputs.from_props(news)
+        with self.client(inputs) as client:
+            desired = inputs.publisher(client).desired
         want = {path: git_blob_sha(data) for path, data in desired.items()}
         return DiffResult(changes=want != (olds.get("files") or {}))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: the arch's folder as gh-pages holds it now (an edited page shows as drift)."""
-        with self.client(props) as client:
-            _head, _tree, files = remote_pages(client, ArchSet(props["arch"]))
+        inputs = IndexPublishInputs.from_props(props)
+        with self.client(inputs) as client:
+            _head, _tree, files = remote_pages(client, inputs.arch)
         return ReadResult(id_=id_, outs={**props, "files": files})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """One commit removing this arch's folder; other arches' folders stay."""
-        with self.client(props) as client:
-            tag = release_tag(ArchSet(props["arch"]), props.get("rocm_version") or DEFAULT_ROCM_VERSION)
-            commit_pages(client, ArchSet(props["arch"]), tag, {})
+        inputs = IndexPublishInputs.from_props(props)
+        with self.client(inputs) as client:
+            # state written before the tag was an input of this resource holds none: the commit names no release
+            commit_pages(client, inputs.arch, inputs.tag or "no release", {})
 
 
 class GitHubRelease(pulumi.dynamic.Resource):
     tag: pulumi.Output[str]
     release_id: pulumi.Output[int]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        outs = {"release_id": None, "name": None, "body": None}
-        tag = release_tag(ArchSet(props["arch"]), props["rocm_version"])  # known at declaration: plan shows it
-        super().__init__(GitHubReleaseProvider(pulumi.get_stack()), name, {**props, "tag": tag, **outs}, opts)
+    def __init__(self, name: str, inputs: ReleaseInputs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(GitHubReleaseProvider(pulumi.get_stack()), name,
+                         {**inputs.declared(), "release_id": None, "name": None, "body": None}, opts)
 
 
 class ReleaseAssets(pulumi.dynamic.Resource):
@@ -280,9 +302,9 @@ class ReleaseAssets(pulumi.dynamic.Resource):
     asset_count: pulumi.Output[int]
     wheel_url: pulumi.Output[str]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        outs = {"tag": None, "release_id": None, "assets": None, "asset_count": None, "wheel_url": None}
-        super().__init__(ReleaseAssetsProvider(pulumi.get_stack()), name, {**props, **outs}, opts)
+    def __init__(self, name: str, inputs: IndexPublishInputs, opts: pulumi.ResourceOptions | None = None) -> None:
+        outs = {"release_id": None, "assets": None, "asset_count": None, "wheel_url": None}
+        super().__init__(ReleaseAssetsProvider(pulumi.get_stack()), name, {**inputs.declared(), **outs}, opts)
 
 
 class PagesIndex(pulumi.dynamic.Resource):
@@ -293,15 +315,28 @@ class PagesIndex(pulumi.dynamic.Resource):
     commit: pulumi.Output[str | None]
     index_url: pulumi.Output[str]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(PagesIndexProvider(pulumi.get_stack()), name, {**props, "files": None, "commit": None, "index_url": None}, opts)
+    def __init__(self, name: str, inputs: IndexPublishInputs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(PagesIndexProvider(pulumi.get_stack()), name,
+                         {**inputs.declared(), "files": None, "commit": None, "index_url": None}, opts)
+
+
+@dataclass(frozen=True)
+class PublishedIndexArgs:
+    """One index to publish: which arch set, where its ``DIST`` is, to which repository and GitHub, and the
+    ``index_sha256`` of the index this program built (publishing waits for it and re-diffs on it)."""
+
+    arch: ArchSet
+    dist: str
+    repo: str
+    rocm_version: str
+    endpoints: GitHubEndpoints
+    index_sha256: "pulumi.Input[str] | None" = None
 
 
 class PublishedIndex(pulumi.ComponentResource):
     """One index published: ``GitHubRelease`` + ``ReleaseAssets`` + ``PagesIndex``.
 
-    ``depends_on_digest`` should be the WheelIndex's ``index_sha256`` output,
-    so publishing waits for (and re-diffs on) the index this program built.
+    The release tag is named once, here, and every child takes it as an input.
     Outputs: ``release_tag``, ``asset_count``, ``pages_url``.
     """
 
@@ -309,41 +344,29 @@ class PublishedIndex(pulumi.ComponentResource):
     asset_count: pulumi.Output[int]
     pages_url: pulumi.Output[str]
 
-    def __init__(
-        self,
-        name: str,
-        arch: str,
-        dist: str,
-        repo: str,
-        rocm_version: str,
-        api_url: str,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        depends_on_digest: "pulumi.Input[str] | None" = None,
-        endpoints: GitHubEndpoints | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: PublishedIndexArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("rocm-bake:publish:PublishedIndex", name, None, opts)
-        ends = (endpoints or GitHubEndpoints()).model_copy(update={"api_url": api_url})
-        props = {"arch": arch, "dist": str(dist), "repo": repo, "rocm_version": rocm_version,
-                 "api_url": ends.api_url, "uploads_url": ends.uploads_url, "web_url": ends.web_url,
-                 "pages_url": ends.pages_url, "depends_on_digest": depends_on_digest}
-        release = GitHubRelease(f"{name}-release", {**props, "depends_on_digest": None},
-                                pulumi.ResourceOptions(parent=self))
-        assets = ReleaseAssets(f"{name}-assets", props, pulumi.ResourceOptions(parent=self, depends_on=[release]))
-        pages = PagesIndex(f"{name}-pages", {**props, "depends_on_digest": assets.asset_count.apply(str)},
-                           pulumi.ResourceOptions(parent=self, depends_on=[assets]))
-        self.release = release
-        self.assets = assets
-        self.pages = pages
-        self.release_tag = release.tag
-        self.asset_count = assets.asset_count
-        self.pages_url = pages.index_url
+        ends = args.endpoints
+        release_inputs = ReleaseInputs(arch=args.arch, dist=str(args.dist), repo=args.repo,
+                                       rocm_version=args.rocm_version, tag=release_tag(args.arch, args.rocm_version),
+                                       api_url=ends.api_url, uploads_url=ends.uploads_url, web_url=ends.web_url,
+                                       pages_url=ends.pages_url)
+        publish_inputs = IndexPublishInputs(**release_inputs.to_props(),
+                                            index_sha256=args.index_sha256)  # type: ignore[arg-type]
+        self.release = GitHubRelease(f"{name}-release", release_inputs, pulumi.ResourceOptions(parent=self))
+        self.assets = ReleaseAssets(f"{name}-assets", publish_inputs,
+                                    pulumi.ResourceOptions(parent=self, depends_on=[self.release]))
+        self.pages = PagesIndex(f"{name}-pages", publish_inputs,
+                                pulumi.ResourceOptions(parent=self, depends_on=[self.assets]))
+        self.release_tag = self.release.tag
+        self.asset_count = self.assets.asset_count
+        self.pages_url = self.pages.index_url
         self.register_outputs({"release_tag": self.release_tag, "asset_count": self.asset_count,
                                "pages_url": self.pages_url})
 
 
-def declare_publish(config: Any, token: "pulumi.Output[str] | None",
-                    depends_on_digest: "pulumi.Input[str] | None" = None) -> dict[str, Any]:
+def declare_publish(config: StackConfig, token: "pulumi.Output[str] | None",
+                    index_sha256: "pulumi.Input[str] | None" = None) -> dict[str, Any]:
     """Declare publishing when ``rocm-bake:publish`` is true; nothing otherwise.
 
     ``token`` is ``rocm-bake:githubToken`` read with ``get_secret`` (or None:
@@ -360,9 +383,9 @@ def declare_publish(config: Any, token: "pulumi.Output[str] | None",
         )
     endpoints = GitHubEndpoints(api_url=config.github_api_url, uploads_url=config.github_uploads_url,
                                 web_url=config.github_web_url, pages_url=config.github_pages_url)
-    published = PublishedIndex(f"publish-{config.index_name}", config.pytorch_rocm_arch, config.dist,
-                               config.github_repo, config.rocm_version, config.github_api_url,
-                               depends_on_digest=depends_on_digest, endpoints=endpoints)
+    published = PublishedIndex(f"publish-{config.index_name}", PublishedIndexArgs(
+        arch=config.pytorch_rocm_arch, dist=config.dist, repo=config.github_repo, rocm_version=config.rocm_version,
+        endpoints=endpoints, index_sha256=index_sha256))
     return {"release_tag": published.release_tag, "asset_count": published.asset_count,
             "pages_url": published.pages_url,
             "github_repo": f"{config.github_repo} ({config.github_repo_source or 'rocm-bake:githubRepo'})"}

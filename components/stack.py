@@ -1,7 +1,9 @@
-"""The whole stack: images, then wheels, index, publish and the GPU test.
+"""The whole stack: images, then the arch's index (fetch + index), publish and the GPU test.
 
 Config is read and validated once, here at the edge, into a ``StackConfig``
 whose arches are already checked; the components below take it as it is.
+Each concern is one ComponentResource with typed args: ``TargetImage`` per
+build target, ``ArchIndex``, ``PublishedIndex`` and ``GpuTestRun``.
 """
 
 from __future__ import annotations
@@ -11,14 +13,13 @@ from typing import Any
 
 import pulumi
 
+from components.arch_index import ArchIndex, ArchIndexArgs
 from components.gpu_test import declare_gpu_test
 from components.images import TargetImage
-from components.index_provider import WheelIndex
 from components.publish import declare_publish
-from components.wheels_provider import FetchedWheels
 from rocm_bake.checkout import local_defaults
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.config import NAMESPACE, StackConfig, stack_config_from_mapping
+from rocm_bake.config import NAMESPACE, StackConfig, from_engine_values, stack_config_from_mapping
 from rocm_bake.image_plan import image_specs
 from rocm_bake.manifests import Targets, load_fleet, load_targets
 
@@ -29,9 +30,9 @@ SECRET_KEYS = frozenset({"githubToken"})
 def given_config() -> dict[str, Any]:
     """Every ``rocm-bake:*`` key the engine passed, known or not, so a misspelt key is refused, not ignored.
 
-    The engine hands the program its config as ``PULUMI_CONFIG`` (the mocks
-    of ``rocm-bake plan`` set it in the runtime instead); structured values
-    (``buildArgs``) arrive as JSON text, which the model reads as JSON.
+    The engine hands the program its config as ``PULUMI_CONFIG`` (a test's
+    mocks set it in the runtime instead); structured values (``buildArgs``)
+    arrive as JSON text, which ``read_config`` decodes once.
     """
     from pulumi.runtime.config import CONFIG, get_config_env
 
@@ -60,7 +61,8 @@ def read_config() -> StackConfig:
             raise RocmBakeError(f"stack {stack} config: {full}: stored in plain text; set it with "
                                 f"`pulumi config set --secret {full} …` (and rotate it: it was readable)")
     values: dict[str, Any] = dict(local_defaults(Path(pulumi.get_root_directory() or ".")))
-    values.update({k: v for k, v in given.items() if k.partition(":")[2] not in SECRET_KEYS})
+    plain = {k: v for k, v in given.items() if k.partition(":")[2] not in SECRET_KEYS}
+    values.update(from_engine_values(plain, f"stack {stack} config"))
     return stack_config_from_mapping(stack, values, "the stack config")
 
 
@@ -83,25 +85,18 @@ def declare_wheel_pipeline(
     producers = [images[t.name] for t in targets.targets if t.wheels and t.name in images]
     if not producers:
         return {"wheels": "not declared: no selected target produces wheels"}
-    name = config.index_name
-    fetched = FetchedWheels(
-        f"wheels-{name}", config.pytorch_rocm_arch, [image.ref for image in producers], config.dist,
-        opts=pulumi.ResourceOptions(depends_on=producers),
-    )
-    index = WheelIndex(
-        f"index-{name}", config.pytorch_rocm_arch, fetched.wheels_dir, config.dist,
-        rocm_version=config.rocm_version, opts=pulumi.ResourceOptions(depends_on=[fetched]),
-    )
+    index = ArchIndex(f"arch-index-{config.index_name}", ArchIndexArgs(
+        arch=config.pytorch_rocm_arch, images=producers, dist=config.dist, rocm_version=config.rocm_version))
     exports: dict[str, Any] = {
-        "wheels_dir": fetched.wheels_dir,
-        "wheel_count": fetched.wheel_count,
+        "wheels_dir": index.wheels_dir,
+        "wheel_count": index.wheel_count,
         "index_dir": index.index_dir,
         "index_sha256": index.index_sha256,
     }
     # Publishing is a separate decision (rocm-bake:publish), and it publishes
     # what this index holds rather than fetching again.
     exports.update(declare_publish(config, github_token() if config.publish else None,
-                                   depends_on_digest=index.index_sha256))
+                                   index_sha256=index.index_sha256))
     return exports
 
 
@@ -118,7 +113,7 @@ def warn_of_a_dead_builder(config: StackConfig) -> None:
 
 
 def define_stack(config: StackConfig) -> dict[str, Any]:
-    """Declare every resource of one stack and export what it produced."""
+    """Declare every resource of one stack; return what the program exports."""
     warn_of_a_dead_builder(config)
     targets = load_targets()
     images: dict[str, TargetImage] = {}
@@ -137,6 +132,4 @@ def define_stack(config: StackConfig) -> dict[str, Any]:
         "image_tags": {name: image.tag for name, image in images.items()},
         **wheel_exports,
     }
-    for key, value in exports.items():
-        pulumi.export(key, value)
     return exports

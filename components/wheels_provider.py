@@ -14,13 +14,14 @@ from __future__ import annotations
 import hashlib
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import check_inputs, unknown_or_replace
+from components.dynamic import ProviderInputs, check_inputs, unknown_or_replace
 from rocm_bake.archset import ArchSet
 from rocm_bake.registry import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
 from rocm_bake.registry import RegistryClient, check_ref_for_arch, read_fetch_manifest, reusable
@@ -28,7 +29,19 @@ from rocm_bake.registry import RegistryClient, check_ref_for_arch, read_fetch_ma
 #: Changing these moves the output directory, so the old one is replaced
 #: (deleted first: "dist" and "./dist" are the same directory).
 REPLACE_KEYS = ("arch", "dist")
-INPUT_KEYS = ("arch", "image_refs", "dist", "wheel_dir")
+
+
+@dataclass(frozen=True)
+class FetchInputs(ProviderInputs):
+    """What a fetch is of: the arch set, its images (refs pinned by digest once built), where the wheels go."""
+
+    arch: ArchSet
+    image_refs: list[str]  # the images' ``ref`` Outputs in the program
+    dist: str
+    wheel_dir: str = DEFAULT_WHEEL_DIR
+
+    OUTPUTS = ("wheels_dir", "manifest_digest", "manifest_digests", "wheel_count", "wheels", "bytes_fetched")
+    EDGE_PARSERS = {"arch": ArchSet}
 
 
 def combined_digest(digests: Sequence[str]) -> str:
@@ -53,17 +66,16 @@ def resolve_digests(arch: ArchSet, refs: Sequence[str]) -> list[str]:
             client.close()
 
 
-def outputs(props: dict[str, Any], result: FetchResult) -> dict[str, Any]:
+def outputs(inputs: FetchInputs, result: FetchResult) -> dict[str, Any]:
     digests = [image.manifest_digest for image in result.images]
-    return {
-        **{k: props.get(k) for k in INPUT_KEYS},
-        "wheels_dir": result.wheels_dir,
-        "manifest_digest": combined_digest(digests),
-        "manifest_digests": digests,
-        "wheel_count": len(result.wheels),
-        "wheels": [{"name": w.name, "sha256": w.sha256, "size": w.size} for w in result.wheels],
-        "bytes_fetched": result.bytes_fetched,
-    }
+    return inputs.outputs(
+        wheels_dir=result.wheels_dir,
+        manifest_digest=combined_digest(digests),
+        manifest_digests=digests,
+        wheel_count=len(result.wheels),
+        wheels=[{"name": w.name, "sha256": w.sha256, "size": w.size} for w in result.wheels],
+        bytes_fetched=result.bytes_fetched,
+    )
 
 
 def on_disk(wheels_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
@@ -75,10 +87,8 @@ def on_disk(wheels_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
     return [image.manifest_digest for image in manifest.images], sorted(wheels, key=lambda w: w["name"])
 
 
-def run_fetch(props: dict[str, Any]) -> FetchResult:
-    return fetch_wheels(
-        ArchSet(props["arch"]), list(props["image_refs"]), Path(props["dist"]), wheel_dir=props["wheel_dir"]
-    )
+def run_fetch(inputs: FetchInputs) -> FetchResult:
+    return fetch_wheels(inputs.arch, list(inputs.image_refs), Path(inputs.dist), wheel_dir=inputs.wheel_dir)
 
 
 def _check_refs(props: dict[str, Any]) -> None:
@@ -95,11 +105,12 @@ class FetchedWheelsProvider(ResourceProvider):
         return check_inputs(news, {"image_refs": lambda _refs: _check_refs(news)})
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        result = run_fetch(props)
-        return CreateResult(id_=result.wheels_dir, outs=outputs(props, result))
+        inputs = FetchInputs.from_props(props)
+        result = run_fetch(inputs)
+        return CreateResult(id_=result.wheels_dir, outs=outputs(inputs, result))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        early = unknown_or_replace(olds, news, INPUT_KEYS, REPLACE_KEYS)
+        early = unknown_or_replace(olds, news, FetchInputs.keys(), REPLACE_KEYS)
         if early is not None:
             return early
         if olds.get("wheel_dir") != news.get("wheel_dir"):
@@ -112,10 +123,11 @@ class FetchedWheelsProvider(ResourceProvider):
         digests, _wheels = on_disk(Path(olds.get("wheels_dir") or _id))
         if digests != list(olds.get("manifest_digests") or []):
             return DiffResult(changes=True)  # deleted or edited behind our back
-        return DiffResult(changes=resolve_digests(ArchSet(news["arch"]), refs) != digests)
+        return DiffResult(changes=resolve_digests(FetchInputs.from_props(news).arch, refs) != digests)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=outputs(news, run_fetch(news)))
+        inputs = FetchInputs.from_props(news)
+        return UpdateResult(outs=outputs(inputs, run_fetch(inputs)))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: what ``DIST/wheels/<arch>/`` holds now (a deleted directory reads as empty)."""
@@ -150,25 +162,5 @@ class FetchedWheels(pulumi.dynamic.Resource):
     wheels: pulumi.Output[list[dict[str, Any]]]
     bytes_fetched: pulumi.Output[int]
 
-    def __init__(
-        self,
-        name: str,
-        arch: str,
-        image_refs: Sequence["pulumi.Input[str]"],
-        dist: str,
-        opts: pulumi.ResourceOptions | None = None,
-        wheel_dir: str = DEFAULT_WHEEL_DIR,
-    ) -> None:
-        props = {
-            "arch": arch,
-            "image_refs": list(image_refs),
-            "dist": str(dist),
-            "wheel_dir": wheel_dir,
-            "wheels_dir": None,
-            "manifest_digest": None,
-            "manifest_digests": None,
-            "wheel_count": None,
-            "wheels": None,
-            "bytes_fetched": None,
-        }
-        super().__init__(FetchedWheelsProvider(), name, props, opts)
+    def __init__(self, name: str, inputs: FetchInputs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(FetchedWheelsProvider(), name, inputs.declared(), opts)

@@ -24,7 +24,7 @@ from typing import Any
 from rocm_bake.arch import check_prebuild_kernels
 from rocm_bake.archset import ARCH_PATTERN, ArchError, ArchSet
 from rocm_bake.checkout import local_defaults
-from rocm_bake.config import StackConfig, stack_config_from_mapping
+from rocm_bake.config import StackConfig, from_engine_values, stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import Target, load_targets
 
@@ -74,7 +74,8 @@ def stack_config(stack: str, config: Mapping[str, str], secret_keys: set[str] | 
     """
     plain = dict(local_defaults(Path.cwd()))
     plain.update({k: v for k, v in config.items() if k not in secret_keys and k not in SECRET_KEYS})
-    return stack_config_from_mapping(stack, plain, f"stack {stack} config")
+    source = f"stack {stack} config"
+    return stack_config_from_mapping(stack, from_engine_values(plain, source), source)
 
 
 def declared_arch_set(value: str) -> ArchSet:

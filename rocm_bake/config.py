@@ -5,7 +5,10 @@ The Pulumi program and ``rocm-bake plan`` both go through
 declared, with a message naming the key. The key table is the model itself:
 each field's alias is its camelCase key (``pytorch_rocm_arch`` is
 ``rocm-bake:pytorchRocmArch``), and Pulumi's string values ("true", "2",
-a JSON object) become typed values through pydantic's own conversions.
+) become typed values through pydantic's own conversions. The one
+structured key, ``buildArgs``, is a mapping in a stack file; the engine
+hands it to the program as JSON text, which ``from_engine_values`` decodes
+once at that edge, so the model only ever sees a mapping.
 
 The arch value is parsed once, here: ``pytorch_rocm_arch`` is a
 ``ArchSet``, and everything downstream takes it as it is.
@@ -14,12 +17,14 @@ The arch value is parsed once, here: ``pytorch_rocm_arch`` is a
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Json, Tag
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic import ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
@@ -105,12 +110,10 @@ Registry = Annotated[str, AfterValidator(registry_host)]
 #: A GitHub endpoint the token is sent to: https, or http to loopback; never credentials in it.
 ServiceUrl = Annotated[str, AfterValidator(check_service_url)]
 TargetNames = Annotated[list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$")]], BeforeValidator(_words)]
-#: A mapping in the stack YAML, or the JSON text Pulumi's ``get_object`` round-trips through (text is
-#: read as JSON, anything else as a mapping, so an error speaks of the form that was given).
-BuildArgs = Annotated[
-    Annotated[dict[str, str], Tag("mapping")] | Annotated[Json[dict[str, str]], Tag("json")],
-    Discriminator(lambda value: "json" if isinstance(value, (str, bytes)) else "mapping"),
-]
+#: Build arg name -> value: a mapping in the stack YAML (the engine's JSON text is decoded at its edge).
+BuildArgs = dict[str, str]
+#: Keys whose value is a mapping: the engine passes each to the program as JSON text.
+STRUCTURED_KEYS = frozenset({"buildArgs"})
 #: ``{registry}`` / ``{repository}`` in a build arg: the stack's own values, so a base image pushed to
 #: the stack's registry (the demo's) is named without writing a host:port into a tracked file.
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -255,7 +258,7 @@ def key_name(loc: tuple[Any, ...]) -> str:
     if not loc:
         return "config"
     key = f"{NAMESPACE}:{FIELD_TO_KEY.get(str(loc[0]), loc[0])}"
-    inner = [str(part) for part in loc[1:] if part not in ("mapping", "json")]  # a union's tags name no input
+    inner = [str(part) for part in loc[1:]]
     return key + ("." + ".".join(inner) if inner else "")  # rocm-bake:targets.0
 
 
@@ -285,6 +288,28 @@ def with_publish_target(config: StackConfig, source: str) -> StackConfig:
             "(OWNER/NAME; there is no default target, and the origin remote is not on GitHub)"
         )
     return config.model_copy(update={"github_repo": origin, "github_repo_source": FROM_ORIGIN})
+
+
+def from_engine_values(given: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The engine's ``rocm-bake:*`` values as a stack file holds them: each structured key's JSON text decoded.
+
+    The engine passes config to a program (and a policy pack) as strings, a
+    mapping as its JSON text; this is the one place that text is read, so
+    the model sees the mapping a stack file holds. Text that is not a JSON
+    object is refused naming the key (never echoing the text: it may hold a
+    secret).
+    """
+    values = dict(given)
+    for key in STRUCTURED_KEYS:
+        full = f"{NAMESPACE}:{key}"
+        text = values.get(full)
+        if not isinstance(text, (str, bytes)):
+            continue
+        try:
+            values[full] = json.loads(text)
+        except ValueError:
+            raise RocmBakeError(f"{source}: {full}: not a JSON object") from None
+    return values
 
 
 def stack_config_from_mapping(stack: str, config: dict[str, Any], source: str) -> StackConfig:
@@ -347,7 +372,9 @@ def read_stack_file(stack: str, stacks_dir: Path | None = None) -> dict[str, Any
     return {k: (v["value"] if isinstance(v, dict) and "value" in v else v) for k, v in config.items()}
 
 
-def load_stack_config(stack: str, overrides: dict[str, Any] | None = None) -> StackConfig:
-    config = read_stack_file(stack)
-    config.update(overrides or {})
+def load_stack_config(
+    stack: str, overrides: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None
+) -> StackConfig:
+    """``stacks/Pulumi.<stack>.yaml`` over ``defaults`` (e.g. the checkout's registry), under ``overrides``."""
+    config = {**(defaults or {}), **read_stack_file(stack), **(overrides or {})}
     return stack_config_from_mapping(stack, config, str(stack_file(stack)))

@@ -5,7 +5,8 @@ import re
 import pytest
 
 from rocm_bake.archset import Arch, ArchSet
-from rocm_bake.config import KEYS, STACKS_DIR, StackConfig, load_stack_config, read_stack_file, stack_config_from_mapping
+from rocm_bake.config import KEYS, STACKS_DIR, StackConfig, from_engine_values, load_stack_config, read_stack_file
+from rocm_bake.config import stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
 
 
@@ -76,10 +77,10 @@ def test_keys_are_the_models_aliases_and_pulumi_strings_convert():
     """No hand-written key table or coercion: camelCase aliases, pydantic's own conversions."""
     assert KEYS["pytorchRocmArch"] == "pytorch_rocm_arch" and KEYS["githubApiUrl"] == "github_api_url"
     assert set(KEYS.values()) == set(StackConfig.model_fields) - {"stack", "github_repo_source"}
-    config = stack_config_from_mapping("s", {
+    config = stack_config_from_mapping("s", from_engine_values({
         "rocm-bake:pytorchRocmArch": "gfx950;gfx942", "rocm-bake:push": "false", "rocm-bake:prebuildKernels": "2",
         "rocm-bake:buildArgs": '{"ROCM_IMAGE": "r.example/rocm:1"}', "rocm-bake:targets": "torch, vllm",
-    }, "test")
+    }, "test"), "test")
     assert (config.push, config.prebuild_kernels, config.targets) == (False, 2, ["torch", "vllm"])
     assert config.build_args == {"ROCM_IMAGE": "r.example/rocm:1"}
     assert type(config.pytorch_rocm_arch) is ArchSet and config.arch_label == "gfx950_gfx942"
@@ -91,10 +92,20 @@ def test_keys_are_the_models_aliases_and_pulumi_strings_convert():
         stack_config_from_mapping("s", {"rocm-bake:stack": "x"}, "test")
 
 
+def test_build_args_text_is_decoded_once_at_the_engines_edge():
+    """The engine passes a mapping as JSON text: decoded by ``from_engine_values`` alone; the model takes a mapping."""
+    assert from_engine_values({"rocm-bake:buildArgs": '{"A": "b"}', "rocm-bake:push": "false"}, "t") == {
+        "rocm-bake:buildArgs": {"A": "b"}, "rocm-bake:push": "false"}
+    with pytest.raises(RocmBakeError, match=re.escape("stack s config: rocm-bake:buildArgs: not a JSON object")):
+        from_engine_values({"rocm-bake:buildArgs": '{"A": "ghp_fragment'}, "stack s config")
+    with pytest.raises(RocmBakeError, match="rocm-bake:buildArgs: Input should be a valid dictionary"):
+        # text is never parsed past the edge
+        stack_config_from_mapping("s", {"rocm-bake:buildArgs": '{"A": "b"}'}, "test")
+
+
 @pytest.mark.parametrize(
     ("key", "value", "words"),
     [
-        ("buildArgs", "{", "rocm-bake:buildArgs: not a JSON object"),
         ("buildArgs", {"ROCM_IMAGE": 1}, "rocm-bake:buildArgs.ROCM_IMAGE: Input should be a valid string"),
         ("targets", "torch Torch", "rocm-bake:targets.1"),
         ("dockerfileDir", "../elsewhere", "rocm-bake:dockerfileDir: '…' escapes the repository"),

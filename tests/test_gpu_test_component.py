@@ -18,7 +18,7 @@ from rocm_bake.errors import RocmBakeError
 def declare(stack, overrides=None):
     from components.plan_runtime import declare_under_mocks
 
-    mocks, exports = declare_under_mocks(stack, lambda: load_stack_config(stack, overrides))
+    mocks, exports = declare_under_mocks(stack, load_stack_config(stack, overrides))
     tests = {r.name: r.inputs for r in mocks.registered
              if r.typ == "pulumi-python:dynamic:Resource" and r.name.startswith("gpu-test-")}
     return tests, exports

@@ -149,6 +149,56 @@ def test_a_second_up_does_not_run_it_again(project: PulumiProject, node: Node) -
     assert not ours(project.state, "pulumi.dynamic") and not ours(project.state, "pulumi-resource-pulumi-python")
 
 
+#: The ComponentResources that hold the dynamic resources now; a stack recorded before them had none.
+COMPONENTS = {"rocm-bake:index:ArchIndex": "arch-index-gfx1201", "rocm-bake:gpu:GpuTestRun": "gpu-tests-gfx1201"}
+
+
+def as_recorded_before_the_components(deployment: dict) -> dict:
+    """The same state as the program wrote it when the fetch, the index and the GPU test were declared at the
+    stack's root: no ArchIndex or GpuTestRun, each child's URN and parent the root's (every reference renamed)."""
+    resources = deployment["resources"]
+    stack_urn = next(r["urn"] for r in resources if r["type"] == "pulumi:pulumi:Stack")
+    components = {r["urn"] for r in resources if r["type"] in COMPONENTS}
+    assert len(components) == len(COMPONENTS), [r["urn"] for r in resources]
+    renamed = {r["urn"]: f"urn:pulumi:{STACK}::rocm-bake::{r['type']}::{r['urn'].rsplit('::', 1)[1]}"
+               for r in resources if r.get("parent") in components}
+    assert sorted(u.rsplit("::", 1)[1] for u in renamed) == ["gpu-test-gfx1201", "index-gfx1201", "wheels-gfx1201"]
+
+    def rename(value: object) -> object:
+        if isinstance(value, str):
+            return stack_urn if value in components else renamed.get(value, value)
+        if isinstance(value, list):
+            return [rename(v) for v in value]
+        if isinstance(value, dict):
+            return {k: rename(v) for k, v in value.items()}
+        return value
+
+    return rename({**deployment, "resources": [r for r in resources if r["urn"] not in components]})
+
+
+def test_a_stack_recorded_before_the_components_keeps_every_resource(project: PulumiProject, node: Node,
+                                                                   tmp_path: Path) -> None:
+    """Upgrading moves the fetch, the index and the GPU test under their components: aliases adopt them, so
+    the preview creates the two components (state only) and nothing else changes, and ``up`` reruns nothing."""
+    exported = json.loads(project.run("stack", "export", stack=STACK).stdout)
+    old = tmp_path / "before-components.json"
+    old.write_text(json.dumps({**exported, "deployment": as_recorded_before_the_components(exported["deployment"])}))
+    project.run("stack", "import", "--file", str(old), stack=STACK)
+    preview = json.loads(project.run("preview", "--json", stack=STACK).stdout)
+    changed = {(s["op"], s["urn"].split("::")[2].rsplit("$", 1)[-1], s["urn"].rsplit("::", 1)[1])
+               for s in preview["steps"] if s["op"] != "same"}
+    assert changed == {("create", typ, name) for typ, name in COMPONENTS.items()}, changed
+    ran, digests = len(node.ran()), runtime_digest(project)
+    project.run("up", "--yes", "--skip-preview", stack=STACK)
+    project.run("preview", "--expect-no-changes", stack=STACK)
+    assert len(node.ran()) == ran and runtime_digest(project) == digests, node.ran()  # nothing ran or rebuilt
+    after = json.loads(project.run("stack", "export", stack=STACK).stdout)["deployment"]["resources"]
+    moved = {r["urn"].rsplit("::", 1)[1]: r["parent"].rsplit("::", 1)[1] for r in after
+             if r["type"] == "pulumi-python:dynamic:Resource"}
+    assert moved == {"wheels-gfx1201": "arch-index-gfx1201", "index-gfx1201": "arch-index-gfx1201",
+                     "gpu-test-gfx1201": "gpu-tests-gfx1201"}, moved
+
+
 def test_a_torch_runtime_change_runs_it_again(project: PulumiProject, node: Node) -> None:
     before = runtime_digest(project)
     dockerfile = project.dir / "dockerfiles" / "demo" / "torch-runtime.Dockerfile"

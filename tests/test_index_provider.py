@@ -10,7 +10,7 @@ import pulumi
 import pytest
 
 from components.dynamic import UNKNOWN
-from components.index_provider import WheelIndex, WheelIndexProvider
+from components.index_provider import IndexInputs, WheelIndex, WheelIndexProvider
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import build_index
@@ -93,8 +93,9 @@ def test_resource_declares_inputs_and_outputs() -> None:
 
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
-        index = WheelIndex("index-gfx950", "gfx950", pulumi.Output.from_input("dist/wheels/gfx950"), "dist",
-                           wheel_url="https://example.invalid/r/gfx950")
+        index = WheelIndex("index-gfx950", IndexInputs(
+            arch=ArchSet("gfx950"), wheels_dir=pulumi.Output.from_input("dist/wheels/gfx950"), dist="dist",
+            wheel_url="https://example.invalid/r/gfx950"))
         # wheel_count / index_sha256 are the provider's to fill: unknown until create runs
         seen["outputs"] = (index.wheel_count, index.index_sha256)
         return index.index_dir.apply(lambda v: seen.update(index_dir=v))

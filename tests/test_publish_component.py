@@ -11,7 +11,7 @@ import pytest
 from pulumi.dynamic import ConfigureRequest
 from pulumi.dynamic.config import Config
 
-from components.publish import PagesIndexProvider, ReleaseAssetsProvider, declare_publish
+from components.publish import IndexPublishInputs, PagesIndexProvider, ReleaseAssetsProvider, declare_publish
 from rocm_bake.config import stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.archset import ArchSet
@@ -24,9 +24,14 @@ ARCH = ArchSet("gfx950")
 
 def props(gh: FakeGitHub, dist: Path, **extra: Any) -> dict[str, Any]:
     e = gh.endpoints()
-    return {"arch": ARCH, "dist": str(dist), "repo": gh.full_name, "rocm_version": "10.1.0", "api_url": e.api_url,
-            "uploads_url": e.uploads_url, "web_url": e.web_url, "pages_url": e.pages_url,
-            "depends_on_digest": "x", **extra}
+    arch = extra.get("arch", ARCH)
+    return {"arch": arch, "dist": str(dist), "repo": gh.full_name, "rocm_version": "10.1.0",
+            "tag": release_tag(arch), "api_url": e.api_url, "uploads_url": e.uploads_url, "web_url": e.web_url,
+            "pages_url": e.pages_url, "index_sha256": "x", **extra}
+
+
+def inputs(gh: FakeGitHub, dist: Path, **extra: Any) -> IndexPublishInputs:
+    return IndexPublishInputs.from_props(props(gh, dist, **extra))
 
 
 def configured(provider_type: type, gh: FakeGitHub, monkeypatch: pytest.MonkeyPatch | None = None):
@@ -67,7 +72,7 @@ def test_release_is_adopted_refreshed_and_deleted(gh: FakeGitHub, dist: Path) ->
 
     gh.state.releases[77] = {"id": 77, "tag_name": release_tag(ARCH), "name": "n", "draft": False}
     provider = configured(GitHubReleaseProvider, gh)
-    p = {**props(gh, dist), "tag": release_tag(ARCH)}
+    p = props(gh, dist)
     created = provider.create(p)
     assert created.outs["release_id"] == 77 and len(gh.state.releases) == 1
     assert provider.diff(created.id, created.outs, p).changes is False
@@ -143,7 +148,7 @@ def declared(config: dict[str, str], monkeypatch: pytest.MonkeyPatch, stack: str
     def program():
         token = config.get("rocm-bake:githubToken")
         exports = declare_publish(stack_config_from_mapping(stack, config, "test"),
-                                  pulumi.Output.secret(token) if token else None, depends_on_digest="sha")
+                                  pulumi.Output.secret(token) if token else None, index_sha256="sha")
         outs = {k: v for k, v in exports.items() if isinstance(v, pulumi.Output)}
         seen.update({k: v for k, v in exports.items() if not isinstance(v, pulumi.Output)})
         if not outs:
@@ -173,6 +178,10 @@ def test_publish_true_declares_release_assets_and_pages_for_that_arch(monkeypatc
     assert release["tag"] == "wheels-gfx950-rocm10.1.0" and release["repo"] == "octo/rocm-bake"
     assert all(r.inputs["arch"] == ARCH for r in by_type["pulumi-python:dynamic:Resource"])
     assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
+    # the tag is named once, by the component, and every child takes it; the index digest goes by its name
+    assert {name: inputs["tag"] for name, inputs in dynamic.items()} == dict.fromkeys(dynamic, release["tag"])
+    assert dynamic["publish-gfx950-assets"]["index_sha256"] == dynamic["publish-gfx950-pages"]["index_sha256"] == "sha"
+    assert not [name for name, inputs in dynamic.items() if "depends_on_digest" in inputs]
 
 
 def test_token_is_no_resource_input_and_not_in_the_pickled_provider(gh: FakeGitHub,
@@ -189,7 +198,7 @@ def test_token_is_no_resource_input_and_not_in_the_pickled_provider(gh: FakeGitH
     assert not [r for r in resources if "ghp_secret_x" in str(r.inputs)]  # in no resource's inputs at all
 
     def bearer(provider: ReleaseAssetsProvider) -> str:
-        with provider.client(props(gh, Path("dist"))) as client:
+        with provider.client(inputs(gh, Path("dist"))) as client:
             return client._http.headers["Authorization"]
 
     assert bearer(configured(ReleaseAssetsProvider, gh)) == f"Bearer {gh.state.token}"
@@ -197,7 +206,7 @@ def test_token_is_no_resource_input_and_not_in_the_pickled_provider(gh: FakeGitH
     assert bearer(ReleaseAssetsProvider()) == "Bearer from-env"
     monkeypatch.delenv("GITHUB_TOKEN")
     with pytest.raises(RocmBakeError, match="no GitHub token"):
-        ReleaseAssetsProvider().client(props(gh, Path("dist")))
+        ReleaseAssetsProvider().client(inputs(gh, Path("dist")))
 
 
 def test_publish_true_without_token_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -220,10 +229,10 @@ def test_a_token_in_the_environment_wins_over_the_configured_one(gh: FakeGitHub,
     provider = ReleaseAssetsProvider()
     provider.configure(ConfigureRequest(Config({"rocm-bake:githubToken": "ghp_old_token"}, "rocm-bake")))
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_new_token")
-    with provider.client(props(gh, dist)) as client:
+    with provider.client(inputs(gh, dist)) as client:
         assert client._http.headers["Authorization"] == "Bearer ghp_new_token"
     monkeypatch.delenv("GITHUB_TOKEN")
-    with provider.client(props(gh, dist)) as client:
+    with provider.client(inputs(gh, dist)) as client:
         assert client._http.headers["Authorization"] == "Bearer ghp_old_token"
 
 

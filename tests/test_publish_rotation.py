@@ -25,14 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 STACK = "rotation"
 PROGRAM = '''
 import pulumi
-from components.publish import PublishedIndex
+from components.publish import PublishedIndex, PublishedIndexArgs
+from rocm_bake.archset import ArchSet
 from rocm_bake.publish.github import github_endpoints
 
 c = pulumi.Config("rocm-bake")
 e = github_endpoints(api_url=c.require("githubApiUrl"), uploads_url=c.require("githubUploadsUrl"),
                      web_url=c.require("githubWebUrl"), pages_url=c.require("githubPagesUrl"))
-p = PublishedIndex("publish-gfx950", "gfx950", c.require("dist"), c.require("githubRepo"), "10.1.0", e.api_url,
-                   endpoints=e)
+p = PublishedIndex("publish-gfx950", PublishedIndexArgs(arch=ArchSet("gfx950"), dist=c.require("dist"),
+                   repo=c.require("githubRepo"), rocm_version="10.1.0", endpoints=e))
 pulumi.export("pages_url", p.pages_url)
 '''
 

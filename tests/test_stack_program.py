@@ -11,7 +11,7 @@ from rocm_bake.config import load_stack_config
 def declare(stack, overrides=None):
     from components.plan_runtime import declare_under_mocks
 
-    mocks, exports = declare_under_mocks(stack, lambda: load_stack_config(stack, overrides))
+    mocks, exports = declare_under_mocks(stack, load_stack_config(stack, overrides))
     images = {r.name: r.inputs for r in mocks.registered if r.typ == "docker-build:index:Image"}
     return mocks.registered, images, exports
 

@@ -12,7 +12,8 @@ import pulumi
 import pytest
 
 from components.dynamic import UNKNOWN
-from components.wheels_provider import FetchedWheels, FetchedWheelsProvider, combined_digest
+from components.wheels_provider import FetchedWheels, FetchedWheelsProvider, FetchInputs, combined_digest
+from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import FETCH_MANIFEST
 
@@ -155,7 +156,8 @@ def test_declared_extraction_depends_on_the_image_ref(tmp_path: Path) -> None:
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
         image = docker_build.Image("torch-gfx950", push=True, tags=[f"127.0.0.1:5000/rocm-bake/torch:{TAG}"])
-        fetched = FetchedWheels("wheels-gfx950", "gfx950", [image.ref], str(tmp_path),
+        fetched = FetchedWheels("wheels-gfx950", FetchInputs(arch=ArchSet("gfx950"), image_refs=[image.ref],
+                                                             dist=str(tmp_path)),
                                 opts=pulumi.ResourceOptions(depends_on=[image]))
         seen["image"] = image
         return pulumi.Output.all(image.ref, fetched.urn).apply(lambda v: seen.update(ref=v[0]))

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocm_bake.errors import RocmBakeError
+
+if TYPE_CHECKING:
+    from rocm_bake.config import StackConfig
 
 #: The config namespace (``rocm_bake.config.NAMESPACE``), here so parsing ``--set`` imports no pydantic.
 NAMESPACE = "rocm-bake"
@@ -46,28 +49,32 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
     return overrides
 
 
-def plan(stack: str, overrides: dict[str, str]) -> dict[str, Any]:
-    """Validate config first (a clear error beats a mock-runtime traceback), then declare."""
-    from rocm_bake.config import load_stack_config, read_stack_file
+def plan(config: "StackConfig") -> dict[str, Any]:
+    """Declare one stack, already validated, under the mock runtime; return its resources and outputs."""
+    from components.plan_runtime import declare_under_mocks  # imports Pulumi only when planning
 
-    config_model = load_stack_config(stack, overrides)
-    if config_model.publish and not config_model.is_fat:
-        config_model.publish_token()
-    from components.plan_runtime import run_program  # imports Pulumi only when planning
-
-    config = read_stack_file(stack)
-    config.update(overrides)
-    resources, outputs = run_program(stack, config)
-    return {"stack": stack, "resources": resources, "outputs": outputs}
+    secrets = {f"{NAMESPACE}:githubToken": config.github_token} if config.github_token else None
+    recorder, outputs = declare_under_mocks(config.stack, config, secrets)
+    return {"stack": config.stack, "resources": recorder.resources, "outputs": outputs}
 
 
 def plans(stacks: list[str], overrides: dict[str, str]) -> list[dict[str, Any]]:
-    """Every stack's config is checked before any is declared: one bad stack changes nothing and prints nothing."""
-    from rocm_bake.config import load_stack_config
+    """Every stack's config is read and validated once, all before any is declared: one bad stack changes
+    nothing and prints nothing.
 
-    for stack in dict.fromkeys(stacks):
-        load_stack_config(stack, overrides)
-    return [plan(stack, overrides) for stack in dict.fromkeys(stacks)]
+    The registry and builder default to this checkout's own, as the program's
+    ``read_config`` takes them under ``pulumi up``.
+    """
+    from rocm_bake.checkout import local_defaults
+    from rocm_bake.config import STACKS_DIR, from_engine_values, load_stack_config
+
+    defaults = local_defaults(STACKS_DIR.parent)
+    given = from_engine_values(overrides, "--set")  # a mapping given as text is JSON, as the engine passes it
+    configs = [load_stack_config(stack, given, defaults) for stack in dict.fromkeys(stacks)]
+    for config in configs:
+        if config.publish and not config.is_fat:
+            config.publish_token()  # no token is a clear error here, before anything is declared
+    return [plan(config) for config in configs]
 
 
 #: What a placeholder digest shows as in the text output.

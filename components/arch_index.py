@@ -1,0 +1,68 @@
+"""``ArchIndex``: one arch set's wheels fetched out of its images, then served as its own pip index.
+
+The two steps are one concern: the index is built from exactly the wheels the
+fetch wrote, and a fat build (``gfx950;gfx1201``) gets its own index like a
+single arch. Both dynamic resources are children of this component; each keeps
+its name (``wheels-<dir>``, ``index-<dir>``) and aliases its old place at the
+stack's root, so a stack declared before this component existed adopts what it
+recorded instead of fetching or indexing again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+
+from components.images import TargetImage
+from components.index_provider import IndexInputs, WheelIndex
+from components.wheels_provider import FetchedWheels, FetchInputs
+from rocm_bake.archset import ArchSet
+
+#: Where the children were declared before this component held them.
+AT_THE_ROOT = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]
+
+
+@dataclass(frozen=True)
+class ArchIndexArgs:
+    """The arch set, the images whose wheels it serves (fetched by digest), ``DIST`` and the ROCm version."""
+
+    arch: ArchSet
+    images: Sequence[TargetImage]
+    dist: str
+    rocm_version: str
+
+
+class ArchIndex(pulumi.ComponentResource):
+    """``DIST/wheels/<dir>/`` fetched from ``images``, and ``DIST/index/<dir>/`` built from it.
+
+    Outputs: ``wheels_dir``, ``wheel_count``, ``index_dir``, ``index_sha256``.
+    """
+
+    wheels_dir: pulumi.Output[str]
+    wheel_count: pulumi.Output[int]
+    index_dir: pulumi.Output[str]
+    index_sha256: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ArchIndexArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("rocm-bake:index:ArchIndex", name, None, opts)
+        dir_name = args.arch.dir_name
+        self.fetched = FetchedWheels(
+            f"wheels-{dir_name}",
+            FetchInputs(arch=args.arch, image_refs=[image.ref for image in args.images],  # type: ignore[misc]
+                        dist=str(args.dist)),
+            pulumi.ResourceOptions(parent=self, depends_on=list(args.images), aliases=AT_THE_ROOT),
+        )
+        self.index = WheelIndex(
+            f"index-{dir_name}",
+            IndexInputs(arch=args.arch, wheels_dir=self.fetched.wheels_dir,  # type: ignore[arg-type]
+                        dist=str(args.dist), rocm_version=args.rocm_version),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.fetched], aliases=AT_THE_ROOT),
+        )
+        self.wheels_dir = self.fetched.wheels_dir
+        self.wheel_count = self.fetched.wheel_count
+        self.index_dir = self.index.index_dir
+        self.index_sha256 = self.index.index_sha256
+        self.register_outputs({"wheels_dir": self.wheels_dir, "wheel_count": self.wheel_count,
+                               "index_dir": self.index_dir, "index_sha256": self.index_sha256})
