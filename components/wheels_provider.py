@@ -91,18 +91,18 @@ def run_fetch(inputs: FetchInputs) -> FetchResult:
     return fetch_wheels(inputs.arch, list(inputs.image_refs), Path(inputs.dist), wheel_dir=inputs.wheel_dir)
 
 
-def _check_refs(props: dict[str, Any]) -> None:
+def _check_refs(inputs: FetchInputs) -> None:
     """Every ref against the arch (check_inputs has already held back a list with an unknown in it)."""
-    for ref in props.get("image_refs") or []:
+    for ref in inputs.image_refs or []:
         if ref != "":
-            check_ref_for_arch(ref, ArchSet(props["arch"]))
+            check_ref_for_arch(ref, inputs.arch)
 
 
 class FetchedWheelsProvider(ResourceProvider):
     """check validates; create/update fetch; diff compares digests; read reports what is on disk."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        return check_inputs(news, {"image_refs": lambda _refs: _check_refs(news)})
+        return check_inputs(news, {"image_refs": lambda _refs: _check_refs(FetchInputs.from_props(news))})
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = FetchInputs.from_props(props)

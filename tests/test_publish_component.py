@@ -26,7 +26,7 @@ def props(gh: FakeGitHub, dist: Path, **extra: Any) -> dict[str, Any]:
     e = gh.endpoints()
     arch = extra.get("arch", ARCH)
     return {"arch": arch, "dist": str(dist), "repo": gh.full_name, "rocm_version": "10.1.0",
-            "tag": release_tag(arch), "api_url": e.api_url, "uploads_url": e.uploads_url, "web_url": e.web_url,
+            "tag": release_tag(ArchSet(arch)), "api_url": e.api_url, "uploads_url": e.uploads_url, "web_url": e.web_url,
             "pages_url": e.pages_url, "index_sha256": "x", **extra}
 
 
