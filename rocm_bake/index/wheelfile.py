@@ -188,16 +188,6 @@ def read_metadata_bytes(path: Path, where: str | None = None) -> bytes:
         raise RocmBakeError(f"{where}: cannot read the wheel ({exc.strerror or exc})") from None
 
 
-def read_wheel_metadata(path: Path, where: str | None = None) -> WheelMetadata:
-    """A wheel's validated core metadata: safe members, capped read, fields a resolver needs.
-
-    The one entry point for anyone reading a wheel's METADATA (the index
-    build, publish planning), so they refuse the same things.
-    """
-    where = where or Path(path).name
-    return parse_core_metadata(read_metadata_bytes(path, where), where)
-
-
 #: RECORD hash algorithms a wheel may use (the wheel spec: sha256 or stronger; never md5 or sha1).
 RECORD_HASHES = ("sha256", "sha384", "sha512")
 #: RECORD lists every member but itself and its signatures.
