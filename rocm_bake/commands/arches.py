@@ -11,6 +11,7 @@ import argparse
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 from rocm_bake.archset import Arch, ArchError
 from rocm_bake.cli import arch_argument
@@ -52,6 +53,8 @@ def resolve_arches(arches: list[Arch] | None) -> list[Arch]:
 
 
 PROJECT = "rocm-bake"
+#: The arch rules (a pulumi-policy pack): every preview and up is judged by them, as `make up` does.
+POLICY_PACK = Path(__file__).resolve().parents[2] / "policy"
 #: The type chain of a target's image: the TargetImage component and the docker-build Image inside it.
 IMAGE_TYPES = ("rocm-bake:images:TargetImage", "rocm-bake:images:TargetImage$docker-build:index:Image")
 
@@ -63,8 +66,6 @@ def target_urns(stack: str, arch: Arch, targets: list[str]) -> list[str]:
 
 def pulumi_cli() -> str:
     """$ROCM_BAKE_PULUMI, else the project's CLI (.tools/bin/pulumi, from `make setup`), else pulumi on PATH."""
-    from pathlib import Path
-
     chosen = os.environ.get("ROCM_BAKE_PULUMI")
     ours = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "pulumi"
     found = (chosen if chosen and Path(chosen).is_file() else None) if chosen is not None else (
@@ -80,7 +81,7 @@ def pulumi_cli() -> str:
 def pulumi_command(action: str, arch: Arch, targets: list[str] | None = None, cli: str = "pulumi") -> list[str]:
     """One pass. Narrowing uses the engine's ``--target URN --target-dependents``, never undeclaring
     resources: an undeclared resource is one the engine deletes (and the index would shrink)."""
-    cmd = [cli, action, "--stack", arch, "--non-interactive"]
+    cmd = [cli, action, "--stack", arch, "--non-interactive", "--policy-pack", str(POLICY_PACK)]
     if action == "up":
         cmd.append("--yes")
     for urn in target_urns(arch, arch, targets or []):
