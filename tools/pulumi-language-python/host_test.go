@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -214,6 +216,25 @@ type hostProcess struct {
 	cmd    *exec.Cmd
 	client pulumirpc.LanguageRuntimeClient
 	exited chan error
+	stderr *lockedBuffer // what the host and its children wrote to stderr (the engine shows it)
+}
+
+// lockedBuffer is a bytes.Buffer safe to write from the copying goroutine and read from the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func startHost(t *testing.T, engineAddr, execScript string) *hostProcess {
@@ -240,7 +261,8 @@ func startHost(t *testing.T, engineAddr, execScript string) *hostProcess {
 	}
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), asHost+"=-v=9 "+engineAddr)
-	cmd.Stderr = os.Stderr
+	captured := &lockedBuffer{}
+	cmd.Stderr = io.MultiWriter(os.Stderr, captured)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +270,7 @@ func startHost(t *testing.T, engineAddr, execScript string) *hostProcess {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := &hostProcess{cmd: cmd, exited: make(chan error, 1)}
+	h := &hostProcess{cmd: cmd, exited: make(chan error, 1), stderr: captured}
 	port, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		t.Fatalf("the host printed no port: %v", err)
@@ -269,38 +291,44 @@ func alive(pid int) bool {
 }
 
 // A program that records its pid and then sleeps, as a long `pulumi up` step would, deaf to
-// SIGINT (so the host must kill it).
+// SIGTERM (so the host must kill it).
 const sleepingExec = `#!/usr/bin/env python3
 import os, signal, sys, time
-signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
 open(os.environ["PIDFILE"], "w").write(str(os.getpid()))
 time.sleep(300)
 `
 
-func TestHostAndItsProgramExitWhenTheEngineDies(t *testing.T) {
-	python := python3(t)
-	engineAddr, stopEngine := fakeEngine(t)
-	h := startHost(t, engineAddr, sleepingExec)
-	pidFile := filepath.Join(t.TempDir(), "pid")
+// A program with Python's own signal handling that records its pid and sleeps: stopped by
+// SIGINT it would print a KeyboardInterrupt traceback.
+const plainSleepingExec = `#!/usr/bin/env python3
+import os, time
+open(os.environ["PIDFILE"], "w").write(str(os.getpid()))
+time.sleep(300)
+`
 
+// runUntilPid starts Run on h with a "virtualenv" whose python exports PIDFILE, and returns the
+// program's pid once it has started.
+func runUntilPid(t *testing.T, h *hostProcess) (pid int, runDone chan error) {
+	t.Helper()
+	python := python3(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
 	venv := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(venv, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// The "virtualenv" is a bin/python that exports PIDFILE and runs the real python3.
 	wrapper := fmt.Sprintf("#!/bin/sh\nPIDFILE=%s exec %s \"$@\"\n", pidFile, python)
 	if err := os.WriteFile(filepath.Join(venv, "bin", "python"), []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	options, _ := structpb.NewStruct(map[string]any{"virtualenv": venv})
-	runDone := make(chan error, 1)
+	runDone = make(chan error, 1)
 	go func() {
 		_, err := h.client.Run(context.Background(), &pulumirpc.RunRequest{
 			Pwd: t.TempDir(), Info: &pulumirpc.ProgramInfo{RootDirectory: venv, ProgramDirectory: venv, Options: options},
 		})
 		runDone <- err
 	}()
-	var pid int
 	for deadline := time.Now().Add(20 * time.Second); pid == 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the program never started")
@@ -309,6 +337,36 @@ func TestHostAndItsProgramExitWhenTheEngineDies(t *testing.T) {
 			fmt.Sscan(string(data), &pid)
 		}
 	}
+	return pid, runDone
+}
+
+// When the engine cancels (a provider failed, say), the program is stopped at once and says
+// nothing: no KeyboardInterrupt traceback lands above the engine's one line of what failed.
+func TestCancelledProgramStopsAtOnceWithoutATraceback(t *testing.T) {
+	engineAddr, stopEngine := fakeEngine(t)
+	defer stopEngine()
+	h := startHost(t, engineAddr, plainSleepingExec)
+	pid, runDone := runUntilPid(t, h)
+	if _, err := h.client.Cancel(context.Background(), &emptypb.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-runDone:
+	case <-time.After(stopDelay):
+		t.Fatalf("Run had not returned %v after Cancel: the program was not stopped by the signal", stopDelay)
+	}
+	if alive(pid) {
+		t.Fatalf("the program (pid %d) is still running after Cancel", pid)
+	}
+	if out := h.stderr.String(); strings.Contains(out, "Traceback") || strings.Contains(out, "KeyboardInterrupt") {
+		t.Fatalf("the stopped program printed a traceback (the engine would show it):\n%s", out)
+	}
+}
+
+func TestHostAndItsProgramExitWhenTheEngineDies(t *testing.T) {
+	engineAddr, stopEngine := fakeEngine(t)
+	h := startHost(t, engineAddr, sleepingExec)
+	pid, _ := runUntilPid(t, h)
 
 	stopEngine() // as kill -9 of the CLI does: the engine stops answering
 	select {

@@ -22,7 +22,7 @@ import (
 // (PYTHON_PROCESS_EXITED_AFTER_SHOWING_USER_ACTIONABLE_MESSAGE_CODE): the engine should bail quietly.
 const exitAfterUserMessage = 32
 
-// stopDelay is how long a child has, after SIGINT, before it is killed.
+// stopDelay is how long a child has, after SIGTERM, before it is killed.
 const stopDelay = 3 * time.Second
 
 // pythonEnv is the interpreter a program or plugin runs with, and the virtualenv it belongs to.
@@ -88,11 +88,15 @@ func (p pythonEnv) environ(env []string) []string {
 	return out
 }
 
-// command runs python with args in the virtualenv, stopped (SIGINT, then SIGKILL) when ctx ends.
+// command runs python with args in the virtualenv, stopped (SIGTERM, then SIGKILL) when ctx ends.
+// SIGTERM, not SIGINT: the host stops a child only once the engine has cancelled or gone, and a
+// Python child answers SIGINT with KeyboardInterrupt tracebacks that the engine shows above the
+// one line that says what failed. A program only declares, so it has nothing to clean up; the
+// user's own Ctrl-C still reaches every process in the group as SIGINT.
 func (p pythonEnv) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, p.Python, args...)
 	cmd.Env = p.environ(os.Environ())
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = stopDelay
 	return cmd
 }
