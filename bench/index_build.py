@@ -58,6 +58,7 @@ sys.path.insert(0, str(HERE))
 from results import record, reset  # noqa: E402
 
 from rocm_bake import progress  # noqa: E402
+from rocm_bake.archset import ArchSet  # noqa: E402
 from rocm_bake.index.build import build_index  # noqa: E402
 from rocm_bake.index.check import clean_env, serve, uv_binary  # noqa: E402
 from rocm_bake.index.hashcache import hash_workers  # noqa: E402
@@ -140,7 +141,7 @@ def nothing() -> None:
 # ---------------------------------------------------------------- rows
 
 
-def hashing_rows(paths: list[Path], wheels: Path, dist: Path, arch: str, runs: int) -> tuple[float, float]:
+def hashing_rows(paths: list[Path], wheels: Path, dist: Path, arch: ArchSet, runs: int) -> tuple[float, float]:
     """Cold build vs openssl (same parallelism) and vs simple503; returns (cold CLI s, MiB)."""
     workers = hash_workers()
     per_proc = max(1, -(-len(paths) // workers))
@@ -313,7 +314,7 @@ def main() -> int:
     parser.add_argument("--size-mb", type=float, default=50)
     parser.add_argument("--small-count", type=int, default=500)
     parser.add_argument("--runs", type=int, default=3, help="timed runs per contender (best is kept)")
-    parser.add_argument("--arch", default="gfx950", choices=sorted(MACH))
+    parser.add_argument("--arch", type=ArchSet, default=ArchSet("gfx950"), choices=[ArchSet(a) for a in sorted(MACH)])
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp dir, removed afterwards")
     args = parser.parse_args()
     for tool in ("openssl", "xargs"):

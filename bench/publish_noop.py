@@ -33,11 +33,12 @@ def main(n: int) -> None:
         for i in range(n):
             make_wheel(wheels, f"pkg{i}", "1.0", extra_files={f"pkg{i}/blob.bin": os.urandom(8 << 20)})
         dist = Path(tmp) / "dist"
-        build_index("gfx950", wheels, dist)
+        arch = ArchSet("gfx950")
+        build_index(arch, wheels, dist)
         t0 = time.perf_counter()
-        first = Publisher(make_client(gh), ArchSet("gfx950"), dist).run()
+        first = Publisher(make_client(gh), arch, dist).run()
         t1 = time.perf_counter()
-        again = Publisher(make_client(gh), ArchSet("gfx950"), dist).run()
+        again = Publisher(make_client(gh), arch, dist).run()
         t2 = time.perf_counter()
         assert again.uploads == 0 and again.commits == 0
         print(f"first publish: {t1 - t0:.3f} s ({first.uploads} uploads, {first.commits} commit)")
