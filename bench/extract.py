@@ -148,6 +148,7 @@ def push_bench_image(address: str, work: Path, wheel_mb: int, other_mb: int) -> 
 
 def baseline(layer: Path, out: Path) -> float:
     """Plain tarfile extraction + sha256 of blob and wheel, from local disk."""
+    os.sync()
     start = time.perf_counter()
     blob_hash = hashlib.sha256()
     with open(layer, "rb") as f:
@@ -169,6 +170,7 @@ def skopeo_copy(ref: str, out: Path) -> float | None:
     if shutil.which("skopeo") is None:
         return None
     shutil.rmtree(out, ignore_errors=True)
+    os.sync()
     start = time.perf_counter()
     subprocess.run(["skopeo", "copy", "--quiet", "--src-tls-verify=false", f"docker://{ref}", f"dir:{out}"],
                    check=True)
@@ -176,6 +178,7 @@ def skopeo_copy(ref: str, out: Path) -> float | None:
 
 
 def timed_fetch(ref: str, dist: Path, all_layers: bool) -> tuple[float, int, int]:
+    os.sync()  # untimed: none pays, through dirty-page throttling, for the writes of the contender before it
     start = time.perf_counter()
     result = fetch_wheels(ArchSet("gfx950"), [ref], dist, all_layers=all_layers)
     return time.perf_counter() - start, result.bytes_fetched, result.wheel_bytes
