@@ -381,16 +381,29 @@ def test_a_landing_page_built_locally_shows_local_install_lines(tmp_path: Path,
 
 
 def test_a_lock_wait_names_the_holder_and_how_long(tmp_path: Path) -> None:
+    """The holder keeps the lock until the waiter has reported twice: no sleep decides what the waiter sees."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "ROCM_BAKE_LOCK_REPORT_SECONDS": "1"}
     code = "import sys, time; sys.path.insert(0, 'tools'); import engines; engines.hold_lock(); print('held', flush=True); "
-    holder = subprocess.Popen([sys.executable, "-c", code + "time.sleep(4)", "holder-marker", "TOKEN=s3cr3t"],
+    release = tmp_path / "release"
+    hold = f"import pathlib\nwhile not pathlib.Path({str(release)!r}).exists(): time.sleep(0.05)"
+    holder = subprocess.Popen([sys.executable, "-c", code + hold, "holder-marker", "TOKEN=s3cr3t"],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    waiter_err = tmp_path / "waiter.err"
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        waiter = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                                timeout=60)
+        with open(waiter_err, "w") as err:
+            waiter = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                      stderr=err, text=True)
+        deadline = time.monotonic() + 30
+        while len(waiter_err.read_text().splitlines()) < 2:  # refreshed while waiting, not one line then silence
+            assert waiter.poll() is None, f"the waiter ended while the lock was held: {waiter_err.read_text()}"
+            assert time.monotonic() < deadline, f"two wait reports within 30 s: {waiter_err.read_text()!r}"
+            time.sleep(0.05)
     finally:
+        release.touch()
         holder.wait(timeout=60)
+    waiter_out, _ = waiter.communicate(timeout=60)
+    waiter = subprocess.CompletedProcess(waiter.args, waiter.returncode, waiter_out, waiter_err.read_text())
     assert waiter.returncode == 0 and waiter.stdout == "held\n", waiter.stderr
     lines = waiter.stderr.splitlines()
     assert len(lines) >= 2, waiter.stderr  # refreshed while waiting, not one line then silence

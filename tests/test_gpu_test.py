@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -111,19 +110,29 @@ def test_json_keeps_stdout_parseable(fleet_file, ssh_node):  # noqa: F811
     assert "ok" in result.stderr
 
 
-def test_lines_arrive_before_the_remote_command_ends(fleet_file, ssh_node):  # noqa: F811
+def test_lines_arrive_before_the_remote_command_ends(fleet_file, ssh_node, tmp_path):  # noqa: F811
+    """The remote command waits (up to 30 s) for a file that only our ``on_stdout`` of its first line creates.
+
+    So "second: released" proves the first line reached us while the command
+    still ran; a buffered stream would deliver it at the end ("second: never").
+    """
     fleet = load_fleet(fleet_file)
-    seen: list[tuple[float, str]] = []
-    start = time.monotonic()
+    seen: list[str] = []
+    released = tmp_path / "first-line-seen"
+
+    def on_stdout(line: str) -> None:
+        seen.append(line)
+        if line == "first\n":
+            released.touch()
+
+    wait = f"i=0; while [ ! -e {released} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"
     result = run_gpu_test(
-        fleet, Arch("gfx1151"), IMAGE, "echo first; sleep 2; echo second", known_hosts=ssh_node.known_hosts,
-        identity=ssh_node.identity, on_stdout=lambda line: seen.append((time.monotonic() - start, line)),
-        on_stderr=lambda line: None,
+        fleet, Arch("gfx1151"), IMAGE, f"echo first; {wait}; [ -e {released} ] && echo second: released "
+        "|| echo second: never", known_hosts=ssh_node.known_hosts, identity=ssh_node.identity,
+        on_stdout=on_stdout, on_stderr=lambda line: None,
     )
     assert result.status == 0
-    lines = [line for _, line in seen]
-    assert lines[-2:] == ["first\n", "second\n"]
-    assert seen[-1][0] - seen[-2][0] > 1.5  # "first" was delivered before the sleep finished
+    assert seen[-2:] == ["first\n", "second: released\n"], seen
 
 
 def test_failing_test_propagates_status_and_output(fleet_file, ssh_node):  # noqa: F811
@@ -174,17 +183,35 @@ def test_unknown_or_changed_host_key_is_refused(fleet_file, ssh_node, tmp_path, 
     assert not marker.exists()
 
 
-def test_lock_makes_a_second_run_wait_then_time_out_and_host_moves_it(fleet_file, ssh_node, tmp_path):  # noqa: F811
-    started = tmp_path / "first-started"
-    first_result: list[subprocess.CompletedProcess[str]] = []
-    first = threading.Thread(target=lambda: first_result.append(gpu_test(
-        fleet_file, ssh_node, "--arch", "gfx1151", "--image", IMAGE, "--test", f"touch {started}; sleep 6")))
-    first.start()
-    deadline = time.monotonic() + 15
-    while not started.exists() and time.monotonic() < deadline:
+def gpu_test_started(fleet_file, ssh_node, stderr_path: Path, *args) -> subprocess.Popen[str]:  # noqa: F811
+    """``gpu-test`` started, not awaited: its stderr goes to ``stderr_path`` as it is written, to be watched."""
+    argv = [sys.executable, "-m", "rocm_bake", "gpu-test", "--fleet", str(fleet_file),
+            "--known-hosts", str(ssh_node.known_hosts), "--identity", str(ssh_node.identity)]
+    with open(stderr_path, "w") as err:
+        return subprocess.Popen(argv + list(args), stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
+
+
+def wait_for(what: str, ready, seconds: float = 30) -> None:
+    """Poll ``ready()`` until it holds; fail naming ``what`` if it never does."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert time.monotonic() < deadline, f"{what} within {seconds:g}s"
         time.sleep(0.05)
-    assert started.exists(), "first test never started"
+
+
+def test_lock_makes_a_second_run_wait_then_time_out_and_host_moves_it(fleet_file, ssh_node, tmp_path):  # noqa: F811
+    """Each step waits for an event, never for a sleep: the first test holds strix-a until this test releases it.
+
+    (It once slept 6 s and hoped the later runs fitted inside: on a slow
+    machine the patient run found the lock free and the wait went untested.)
+    """
+    started, release = tmp_path / "first-started", tmp_path / "release-first"
+    hold = f"touch {started}; while [ ! -e {release} ]; do sleep 0.05; done"
+    first = gpu_test_started(fleet_file, ssh_node, tmp_path / "first.err",
+                             "--arch", "gfx1151", "--image", IMAGE, "--test", hold)
+    patient = None
     try:
+        wait_for("the first test starts on strix-a", started.exists)
         busy = gpu_test(fleet_file, ssh_node, "--arch", "gfx1151", "--image", IMAGE, "--test", "echo SECOND-RAN",
                         "--lock-timeout", "1")
         assert busy.returncode == LOCK_TIMEOUT_STATUS == 4
@@ -195,14 +222,23 @@ def test_lock_makes_a_second_run_wait_then_time_out_and_host_moves_it(fleet_file
         moved = gpu_test(fleet_file, ssh_node, "--arch", "gfx1151", "--image", IMAGE, "--test", "echo moved",
                          "--host", "strix-b")
         assert moved.returncode == 0 and "moved" in moved.stdout and "waiting" not in moved.stderr
-        patient = gpu_test(fleet_file, ssh_node, "--arch", "gfx1151", "--image", IMAGE, "--test", "echo after",
-                           "--lock-timeout", "30")
-        assert patient.returncode == 0, patient.stderr
-        assert "waiting for lock on strix-a held by" in patient.stderr and "acquired after" in patient.stderr
-        assert patient.stdout.endswith("after\n")
+        patient_err = tmp_path / "patient.err"
+        patient = gpu_test_started(fleet_file, ssh_node, patient_err, "--arch", "gfx1151", "--image", IMAGE,
+                                   "--test", "echo after", "--lock-timeout", "30")
+        wait_for("the patient run says it waits for strix-a (live, before the lock is free)",
+                 lambda: "waiting for lock on strix-a held by root@" in patient_err.read_text())
+        assert patient.poll() is None, "the patient run ended while strix-a was still held"
+        release.touch()
+        patient_out, _ = patient.communicate(timeout=60)
+        assert patient.returncode == 0, patient_err.read_text()
+        assert "acquired after" in patient_err.read_text()
+        assert patient_out.endswith("after\n")
     finally:
-        first.join()
-    assert first_result[0].returncode == 0
+        release.touch()
+        first_out, _ = first.communicate(timeout=60)
+        if patient is not None and patient.poll() is None:
+            patient.kill()
+    assert first.returncode == 0, (tmp_path / "first.err").read_text()
     # Released: the lock file no longer names a holder, and the next run does not wait.
     assert (tmp_path / "a.lock").read_text() == ""
     again = gpu_test(fleet_file, ssh_node, "--arch", "gfx1151", "--image", IMAGE, "--test", "true")
