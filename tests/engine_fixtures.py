@@ -93,6 +93,31 @@ class PulumiProject:
                         f"{result.stderr[-6000:]}")
         return result
 
+    def processes(self, needle: str = "") -> dict[int, str]:
+        """Live processes (zombies are not) started with this project's backend, whose command line holds
+        ``needle``: the CLI, its language host and plugins, the watchdogs, and what they started."""
+        return live_processes(f"PULUMI_BACKEND_URL={self.env['PULUMI_BACKEND_URL']}", needle)
+
+
+def live_processes(env_entry: str, needle: str = "") -> dict[int, str]:
+    """pid -> command line of every live process (zombies are not) whose environment holds ``env_entry``
+    (``NAME=value``) and whose command line holds ``needle``."""
+    marker = env_entry.encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            state_line = next(l for l in (entry / "status").read_text().splitlines() if l.startswith("State:"))
+        except (OSError, StopIteration):
+            continue  # gone meanwhile, or not ours to read
+        if "zombie" not in state_line and needle in cmdline:
+            found[int(entry.name)] = cmdline
+    return found
+
 
 #: Top-level keys of a stack file that belong to one user's secrets provider, not to the stack's config.
 STACK_SECRETS_KEYS = ("encryptionsalt:", "encryptedkey:", "secretsprovider:")

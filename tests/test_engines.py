@@ -15,14 +15,18 @@ A missing engine fails loudly, naming ``make setup`` / ``make builder``.
 
 from __future__ import annotations
 
+import contextlib
+import filecmp
 import io
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 import tomllib
 import zlib
 from pathlib import Path
@@ -73,7 +77,7 @@ def test_plugins_registered_at_the_pinned_sdk_versions() -> None:
                             env=offline_env(), timeout=60)
     assert result.returncode == 0, result.stderr
     installed = {(p["name"], p["version"]) for p in json.loads(result.stdout or "[]") if p.get("kind") == "resource"}
-    built = {e.plugin[0]: e.version for e in engines_tool.ENGINES if e.plugin}
+    built = {e.plugin: e.version for e in engines_tool.ENGINES if e.plugin}
     declared = dict(key.split(" ", 1) for key in engines_tool.NOT_BUILDABLE)
     for sdk, plugin in SDK_PLUGINS.items():
         if sdk not in pins:
@@ -102,10 +106,66 @@ def test_cli_and_language_host_are_this_checkouts_own() -> None:
     assert cli.is_file() and not cli.is_symlink(), f"{cli} must be a hard link or copy (the CLI resolves symlinks)"
     host_engine = next(e for e in engines_tool.ENGINES if e.name == "pulumi-language-python")
     ours = engines_tool.cache_dir(host_engine)
-    for name in ("pulumi-language-python", "pulumi-language-python-exec", "pulumi-resource-pulumi-python"):
+    for name in engines_tool.installed_files(host_engine):
         beside = engines_tool.CLI / name
         assert beside.resolve() == (ours / name).resolve(), \
             f"{beside} is {beside.resolve()}, not this checkout's build in {ours}: run `make setup`"
+
+
+def test_every_plugin_we_install_runs_behind_the_watchdog() -> None:
+    """Registered and placed as tools/plugin-watchdog under the plugin's name, the plugin itself beside it."""
+    watchdog = engines_tool.WATCHDOG.read_bytes()
+    for eng in engines_tool.ENGINES:
+        where = engines_tool.plugin_dir(eng) if eng.plugin else engines_tool.CLI
+        for name in eng.watched:
+            assert (where / name).read_bytes() == watchdog, f"{where / name} is not tools/plugin-watchdog"
+            ours = engines_tool.cache_dir(eng) / f"{name}.watched"
+            assert filecmp.cmp(where / f"{name}.watched", ours, shallow=False), \
+                f"{where / name}.watched is not this checkout's build {ours}: run `make setup`"
+    assert {name for eng in engines_tool.ENGINES for name in eng.watched} == \
+        {"pulumi-resource-docker-build", "pulumi-resource-pulumi-python"}
+
+
+def test_the_docker_build_plugin_ends_when_the_engines_pipe_closes() -> None:
+    """As the engine starts a plugin: its own process group, a pipe on stdin; the port comes first on stdout.
+
+    The engine closing that pipe (or dying: the kernel closes it) ends the plugin and its watchdog at once;
+    upstream's binary alone serves on (its provider.Main waits for SIGINT only).
+    """
+    docker_build = next(e for e in engines_tool.ENGINES if e.name == "docker-build")
+    plugin = engines_tool.plugin_dir(docker_build) / "pulumi-resource-docker-build"
+    proc = subprocess.Popen([str(plugin)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=offline_env(), start_new_session=True)
+    try:
+        port = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        assert port.isdigit(), f"{plugin} printed {port!r}, not its port"
+        proc.stdin.close()  # type: ignore[union-attr]
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{plugin} still runs 10 s after the engine's pipe on its stdin closed")
+        assert code == -signal.SIGTERM, f"{plugin} ended with {code}, not with the watchdog's TERM"
+        deadline = time.monotonic() + 10
+        while left := process_group(proc.pid):
+            assert time.monotonic() < deadline, f"left of {plugin}'s process group 10 s after its stdin closed: {left}"
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def process_group(pgid: int) -> dict[int, str]:
+    """Live members of process group ``pgid``: pid -> command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if entry.name.isdigit() and int(fields[2]) == pgid and fields[0] != "Z":
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
 
 
 SMOKE_PROGRAM = """

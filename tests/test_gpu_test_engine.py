@@ -95,7 +95,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: B
         proj.run("config", "set", "--path", f"rocm-bake:buildArgs.{arg}", base_ref, stack=STACK)
     yield proj
     (work / "pulumi.log").write_text("\n".join(proj.log))
-    for pid in ours(state):  # anything the killed up left (the language host is another test's subject)
+    for pid in proj.processes():  # anything a failed kill test left
         os.kill(pid, signal.SIGKILL)
 
 
@@ -105,25 +105,6 @@ def outputs(project: PulumiProject) -> dict:
 
 def runtime_digest(project: PulumiProject) -> str:
     return outputs(project)["images"]["torch-runtime"].split("@", 1)[1]
-
-
-def ours(state: Path, needle: str = "") -> dict[int, str]:
-    """Live processes (zombies are not) started for this test's backend, whose command line holds ``needle``."""
-    marker = f"PULUMI_BACKEND_URL=file://{state}".encode()
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if marker not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            state_line = next(l for l in (entry / "status").read_text().splitlines() if l.startswith("State:"))
-        except (OSError, StopIteration):
-            continue  # gone meanwhile, or not ours to read
-        if "zombie" not in state_line and needle in cmdline:
-            found[int(entry.name)] = cmdline
-    return found
 
 
 def test_up_runs_the_gpu_test_over_ssh(project: PulumiProject, node: Node) -> None:
@@ -146,7 +127,7 @@ def test_a_second_up_does_not_run_it_again(project: PulumiProject, node: Node) -
     project.run("refresh", "--yes", "--expect-no-changes", stack=STACK)
     assert len(node.ran()) == 1, node.ran()
     # a normal end stops the providers and their watchdogs too (nothing waits for the engine's pipe to close)
-    assert not ours(project.state, "pulumi.dynamic") and not ours(project.state, "pulumi-resource-pulumi-python")
+    assert not project.processes("pulumi.dynamic") and not project.processes("pulumi-resource-pulumi-python")
 
 
 #: The ComponentResources that hold the dynamic resources now; a stack recorded before them had none.
@@ -229,8 +210,12 @@ def test_a_failing_test_fails_the_up_and_shows_its_output(project: PulumiProject
     project.run("preview", "--expect-no-changes", stack=STACK)
 
 
-def test_kill_9_of_up_leaves_no_dynamic_provider_behind(project: PulumiProject, node: Node) -> None:
-    """The CLI alone is killed, as a crashed terminal would; its providers must not outlive it."""
+def test_kill_9_of_up_leaves_nothing_of_the_engine_behind(project: PulumiProject, node: Node) -> None:
+    """The CLI alone is killed, as a crashed terminal would; nothing it started may outlive it.
+
+    Neither the dynamic providers (the GPU test's ssh under them) nor the docker-build plugin, whose
+    upstream code never checks that the engine lives: both run behind tools/plugin-watchdog.
+    """
     node.set_mode("hang")
     ran = len(node.ran())
     log = project.state.parent / "killed-up.log"
@@ -243,15 +228,16 @@ def test_kill_9_of_up_leaves_no_dynamic_provider_behind(project: PulumiProject, 
             assert up.poll() is None, f"up exited {up.returncode} before the GPU test ran:\n{log.read_text()[-4000:]}"
             assert time.monotonic() < deadline, "the GPU test did not start within 300 s"
             time.sleep(0.2)
-        providers = ours(project.state, "-m pulumi.dynamic")
-        ssh = ours(project.state, f"-p {node.ssh.port}")
-        assert providers and ssh, (providers, ssh)
+        started = {what: project.processes(needle) for what, needle in (
+            ("dynamic provider", "-m pulumi.dynamic"), ("ssh to the node", f"-p {node.ssh.port}"),
+            ("docker-build plugin", "pulumi-resource-docker-build"),
+            ("language host", "pulumi-language-python"))}
+        assert all(started.values()), f"not running while the GPU test runs: {[k for k, v in started.items() if not v]}"
     finally:
         up.send_signal(signal.SIGKILL)  # the CLI (the wrapper execs it), nothing else
         up.wait()
     deadline = time.monotonic() + 10
-    while (left := {**ours(project.state, "-m pulumi.dynamic"), **ours(project.state, f"-p {node.ssh.port}"),
-                    **running(f"{node.script} hang")}):  # the node's side too: its session ends with ssh
+    while (left := {**project.processes(), **running(f"{node.script} hang")}):  # the node's side ends with ssh
         assert time.monotonic() < deadline, f"still running 10 s after kill -9 of pulumi up: {left}"
         time.sleep(0.2)
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_fixtures import TOOLS_BIN, VENV_BIN, PulumiProject, copy_project, engine
+from tests.engine_fixtures import TOOLS_BIN, VENV_BIN, PulumiProject, copy_project, engine, live_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -290,24 +290,6 @@ def test_attach_debugger_runs_the_program_under_debugpy(tmp_path: Path) -> None:
 # -- the engine dies -------------------------------------------------------------------------------
 
 
-def processes_with(token: str) -> dict[int, str]:
-    """pid -> command line of every live process whose environment carries ``token``."""
-    found = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if token.encode() not in (proc / "environ").read_bytes():
-                continue
-            status = (proc / "status").read_text()
-            if re.search(r"^State:\s+Z", status, re.M):
-                continue  # a zombie has exited; only its parent has not reaped it yet
-            found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-    return found
-
-
 def test_kill_9_of_the_cli_leaves_no_host_or_program(tmp_path: Path) -> None:
     token = f"ROCM_BAKE_LANGHOST_TEST={secrets.token_hex(8)}"
     marker = tmp_path / "creating"
@@ -322,7 +304,7 @@ def test_kill_9_of_the_cli_leaves_no_host_or_program(tmp_path: Path) -> None:
             assert cli.poll() is None, "pulumi up ended before the resource's create began"
             assert time.monotonic() < deadline, "the dynamic resource's create never began"
             time.sleep(0.2)
-        before = processes_with(token)
+        before = live_processes(token)
         hosts = {pid: cmd for pid, cmd in before.items() if "pulumi-language-python" in cmd}
         assert any(cmd.split()[0].endswith("/pulumi-language-python") for cmd in hosts.values()), before
         assert any("pulumi-language-python-exec" in cmd for cmd in hosts.values()), before
@@ -332,12 +314,12 @@ def test_kill_9_of_the_cli_leaves_no_host_or_program(tmp_path: Path) -> None:
 
     try:
         deadline = time.monotonic() + 15
-        while (left := {p: c for p, c in processes_with(token).items() if "pulumi-language-python" in c}) \
+        while (left := {p: c for p, c in live_processes(token).items() if "pulumi-language-python" in c}) \
                 and time.monotonic() < deadline:
             time.sleep(0.25)
         assert not left, f"still running 15 s after kill -9 of the CLI: {left}"
     finally:
-        for pid in processes_with(token):  # whatever else this test started (the engine's dynamic provider)
+        for pid in live_processes(token):  # whatever else this test started (the engine's dynamic provider)
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -233,6 +233,12 @@ def test_kill_9_mid_update_then_cancel_and_up_recover(team: tuple[PulumiProject,
     os.killpg(killed.pid, signal.SIGKILL)
     finished(a, killed, log)
     assert killed.returncode == -signal.SIGKILL
+    # The plugins and the language host run in process groups of their own, out of the signal's reach:
+    # each must end on its own when its engine dies (the docker-build plugin was seen still running minutes later).
+    deadline = time.monotonic() + 15
+    while left := a.processes():
+        assert time.monotonic() < deadline, f"still running 15 s after kill -9 of the up's process group: {left}"
+        time.sleep(0.2)
     assert len(lock_files(server)) == 1, "the killed up never released its lock"
     interrupted = [op["resource"]["urn"].rsplit("::", 1)[-1] for op in pending_operations(server)]
     assert interrupted, "killed mid-update: the checkpoint records the step in flight"

@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 BIN = ROOT / ".tools" / "bin"
 CLI = ROOT / ".tools" / "cli"
+#: Run in front of every plugin we install (``Engine.watched``): ends the plugin when the engine's pipe closes.
+WATCHDOG = TOOLS / "plugin-watchdog"
 PULUMI_VERSION = "3.274.0"
 
 
@@ -52,8 +54,11 @@ class Engine:
     ldflags: str = ""
     #: Files copied beside the binaries: (module@version, path in module, name); module "." is tools/<name>.
     extras: tuple[tuple[str, str, str], ...] = ()
-    #: Resource plugin to register with the Pulumi CLI: (plugin name, binary).
-    plugin: tuple[str, str] | None = None
+    #: Resource plugin to register with the Pulumi CLI: its name (the folder of this build is installed).
+    plugin: str | None = None
+    #: Plugins (binaries or extras) installed behind tools/plugin-watchdog: the file NAME is the watchdog and
+    #: NAME.watched the plugin it runs, so the plugin ends with the engine, a `kill -9` of `pulumi up` included.
+    watched: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -64,8 +69,7 @@ ENGINES = (
     ),
     # Our own host (tools/pulumi-language-python/main.go): upstream's module is not served here.
     # The exec script it runs ships in the SDK module's python folder. The dynamic-provider plugin is ours
-    # (tools/pulumi-language-python/pulumi-resource-pulumi-python): the SDK's, plus a watchdog that ends the
-    # provider when the engine dies.
+    # (tools/pulumi-language-python/pulumi-resource-pulumi-python): the SDK's, behind the watchdog.
     Engine(
         "pulumi-language-python", PULUMI_VERSION, (".",), ("pulumi-language-python",),
         ldflags=f"-X main.version={PULUMI_VERSION}",
@@ -74,12 +78,16 @@ ENGINES = (
              "pulumi-language-python-exec"),
             (".", "pulumi-resource-pulumi-python", "pulumi-resource-pulumi-python"),
         ),
+        watched=("pulumi-resource-pulumi-python",),
     ),
     Engine(
         "docker-build", "0.0.22", ("github.com/pulumi/pulumi-docker-build/provider/cmd/pulumi-resource-docker-build",),
         ("pulumi-resource-docker-build",),
         ldflags="-X github.com/pulumi/pulumi-docker-build/provider.Version=0.0.22",
-        plugin=("docker-build", "pulumi-resource-docker-build"),
+        plugin="docker-build",
+        # upstream's provider.Main never checks that the engine lives: without the watchdog a killed `pulumi up`
+        # left it running for good
+        watched=("pulumi-resource-docker-build",),
     ),
     # Their version packages default to v0.0.0+unknown: buildx and `buildx ls` read the daemon's version.
     Engine("buildkit", "0.34.2", ("github.com/moby/buildkit/cmd/buildkitd", "github.com/moby/buildkit/cmd/buildctl"),
@@ -128,8 +136,10 @@ def go_env() -> dict[str, str]:
 
 
 def module_hash(engine: Engine) -> str:
-    """What pins a build: tools/<name>'s Go files and the ldflags (a version stamped at link time)."""
+    """What pins a build: tools/<name>'s Go files, the ldflags (a version stamped at link time), the watchdog."""
     digest = hashlib.sha256(engine.ldflags.encode())
+    if engine.watched:
+        digest.update(b"plugin-watchdog\0" + WATCHDOG.read_bytes())
     module = TOOLS / engine.name
     ours = {rel for source, rel, _name in engine.extras if source == "."}
     for path in sorted(module.rglob("*")):
@@ -184,6 +194,10 @@ def build(engine: Engine) -> Path:
         src = (TOOLS / engine.name if module == "." else module_dir(module, env)) / rel
         shutil.copy(src, partial / name)
         (partial / name).chmod(0o755)
+    for name in engine.watched:
+        (partial / name).rename(partial / f"{name}.watched")
+        shutil.copy(WATCHDOG, partial / name)
+        (partial / name).chmod(0o755)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     say(f"built {engine.name} in {time.monotonic() - started:.0f} s")
@@ -219,15 +233,31 @@ def registered_plugins(pulumi: Path) -> set[tuple[str, str]]:
     return {(p["name"], p["version"]) for p in json.loads(result.stdout or "[]") if p.get("kind") == "resource"}
 
 
-def register(pulumi: Path, engine: Engine, built: Path) -> None:
-    """Install the plugin from our build unless that very binary is installed (a rebuild replaces it)."""
+def installed_files(engine: Engine) -> tuple[str, ...]:
+    """The files of ``engine`` that setup places: its binaries and extras, and what each watchdog runs."""
+    return (*engine.binaries, *(extra[2] for extra in engine.extras), *(f"{name}.watched" for name in engine.watched))
+
+
+def plugin_dir(engine: Engine) -> Path:
+    """Where the engine finds the plugin ``engine`` provides (the plugin cache under ``PULUMI_HOME``)."""
     assert engine.plugin is not None
-    name, binary = engine.plugin
     home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
-    installed = home / "plugins" / f"resource-{name}-v{engine.version}" / binary
-    if installed.is_file() and filecmp.cmp(installed, built / binary, shallow=False):
+    return home / "plugins" / f"resource-{engine.plugin}-v{engine.version}"
+
+
+def register(pulumi: Path, engine: Engine, built: Path) -> None:
+    """Install the plugin's folder from our build unless those very files are installed (a rebuild replaces them).
+
+    The folder, not the binary: a watched plugin is two files, the watchdog
+    under the plugin's name and the binary it runs beside it.
+    """
+    assert engine.plugin is not None
+    name = engine.plugin
+    installed = plugin_dir(engine)
+    if all((installed / file).is_file() and filecmp.cmp(installed / file, built / file, shallow=False)
+           for file in installed_files(engine)):
         return
-    argv = [str(pulumi), "plugin", "install", "resource", name, engine.version, "--file", str(built / binary)]
+    argv = [str(pulumi), "plugin", "install", "resource", name, engine.version, "--file", str(built)]
     if (name, engine.version) in registered_plugins(pulumi):
         argv.append("--reinstall")
     subprocess.run(argv, check=True, env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
@@ -420,7 +450,7 @@ def main() -> None:
             write_wrapper(found if found is not None else build(engine) / "pulumi")
             continue
         built = build(engine)
-        names = (*engine.binaries, *(extra[2] for extra in engine.extras))
+        names = installed_files(engine)
         if engine.name == "pulumi-language-python":
             place_host(built, names)
         elif engine.plugin is None:  # plugins are found in the plugin cache, not on PATH
