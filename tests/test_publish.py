@@ -17,10 +17,10 @@ from rocm_bake import progress
 from rocm_bake.archset import ArchSet
 from rocm_bake.cli import main
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.archset import ArchSet
 from rocm_bake.publish.hashing import git_blob_sha
 from rocm_bake.publish.naming import release_tag
 from rocm_bake.publish.publisher import Publisher, publish
+from rocm_bake.retry import seconds
 from tests.fake_github import FakeGitHub
 from tests.index_fixtures import NATIVE_TAG, ROCM, GIT, make_wheel, device_files
 from tests.publish_fixtures import build_arch_index, dist, gh, make_client, no_waits  # noqa: F401 - fixtures
@@ -176,7 +176,10 @@ def test_rate_limits_during_publish_are_waited_out(gh: FakeGitHub, dist: Path, n
     waits = client.counters.waits
     assert len(waits) == 2 and any(9 <= w <= 10 for w in waits) and any(39 <= w <= 43 for w in waits), waits
     shown = no_waits.getvalue()
-    assert "rate limit (secondary, retry-after 9): waiting 9." in shown and "rate limit (primary, resets in" in shown
+    # the line shows the wait chosen (9 s asked, plus up to 1 s of jitter: "9.4 s", or "10.0 s" from 9.95 s on)
+    secondary = next(w for w in waits if 9 <= w <= 10)
+    assert f"rate limit (secondary, retry-after 9): waiting {seconds(secondary)} " in shown, shown
+    assert "rate limit (primary, resets in" in shown, shown
     assert_release_matches(gh, dist)
     assert gh.state.commit_count() == 1
 
