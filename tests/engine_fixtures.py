@@ -99,22 +99,26 @@ class PulumiProject:
         return live_processes(f"PULUMI_BACKEND_URL={self.env['PULUMI_BACKEND_URL']}", needle)
 
 
-def live_processes(env_entry: str, needle: str = "") -> dict[int, str]:
-    """pid -> command line of every live process (zombies are not) whose environment holds ``env_entry``
-    (``NAME=value``) and whose command line holds ``needle``."""
-    marker = env_entry.encode()
+def live_processes(env_entry: str | None = None, needle: str = "", group: int | None = None) -> dict[int, str]:
+    """pid -> command line of every live process (zombies are not, nor this one) whose command line holds
+    ``needle`` and, when given, whose environment holds ``env_entry`` (``NAME=value``) and whose process group
+    is ``group``."""
+    marker = env_entry.encode() if env_entry is not None else None
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            if marker not in (entry / "environ").read_bytes().split(b"\0"):
+            # stat: "pid (comm) state ppid pgrp ...", comm may hold spaces and parentheses
+            state, _ppid, pgrp = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+            if state == "Z" or (group is not None and int(pgrp) != group):
+                continue
+            if marker is not None and marker not in (entry / "environ").read_bytes().split(b"\0"):
                 continue
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            state_line = next(l for l in (entry / "status").read_text().splitlines() if l.startswith("State:"))
-        except (OSError, StopIteration):
+        except (OSError, ValueError):
             continue  # gone meanwhile, or not ours to read
-        if "zombie" not in state_line and needle in cmdline:
+        if needle in cmdline:
             found[int(entry.name)] = cmdline
     return found
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_fixtures import BuildKit, engine
+from tests.engine_fixtures import BuildKit, engine, live_processes
 from tests.engine_fixtures import buildkit, registry  # noqa: F401  (module fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,26 +146,13 @@ def test_the_docker_build_plugin_ends_when_the_engines_pipe_closes() -> None:
             pytest.fail(f"{plugin} still runs 10 s after the engine's pipe on its stdin closed")
         assert code == -signal.SIGTERM, f"{plugin} ended with {code}, not with the watchdog's TERM"
         deadline = time.monotonic() + 10
-        while left := process_group(proc.pid):
+        while left := live_processes(group=proc.pid):
             assert time.monotonic() < deadline, f"left of {plugin}'s process group 10 s after its stdin closed: {left}"
             time.sleep(0.1)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-def process_group(pgid: int) -> dict[int, str]:
-    """Live members of process group ``pgid``: pid -> command line."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if entry.name.isdigit() and int(fields[2]) == pgid and fields[0] != "Z":
-                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
 
 
 SMOKE_PROGRAM = """

@@ -29,6 +29,7 @@ from tests.engine_fixtures import (
     PulumiProject,
     copy_project,
     engine,
+    live_processes,
     project_env,
 )
 from tests.engine_fixtures import base_ref, buildkit, registry  # noqa: F401  (module fixtures)
@@ -237,19 +238,7 @@ def test_kill_9_of_up_leaves_nothing_of_the_engine_behind(project: PulumiProject
         up.send_signal(signal.SIGKILL)  # the CLI (the wrapper execs it), nothing else
         up.wait()
     deadline = time.monotonic() + 10
-    while (left := {**project.processes(), **running(f"{node.script} hang")}):  # the node's side ends with ssh
+    # the node's side too: its session ends with ssh
+    while left := {**project.processes(), **live_processes(needle=f"{node.script} hang")}:
         assert time.monotonic() < deadline, f"still running 10 s after kill -9 of pulumi up: {left}"
         time.sleep(0.2)
-
-
-def running(needle: str) -> dict[int, str]:
-    """Live processes whose command line holds ``needle`` (the node's side runs under sshd, in its env)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if entry.name.isdigit() and needle in cmdline:
-            found[int(entry.name)] = cmdline
-    return found
