@@ -314,8 +314,7 @@ def test_kill_9_of_the_cli_leaves_no_host_or_program(tmp_path: Path) -> None:
 
     try:
         deadline = time.monotonic() + 15
-        while (left := {p: c for p, c in live_processes(token).items() if "pulumi-language-python" in c}) \
-                and time.monotonic() < deadline:
+        while (left := live_processes(token, "pulumi-language-python")) and time.monotonic() < deadline:
             time.sleep(0.25)
         assert not left, f"still running 15 s after kill -9 of the CLI: {left}"
     finally:
