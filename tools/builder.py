@@ -53,6 +53,9 @@ STATE = ROOT / ".rocm-bake" / "buildkit"
 #: This checkout's buildx config: builders registered here are seen by no other checkout.
 BUILDX_CONFIG = ROOT / ".rocm-bake" / "buildx"
 
+sys.path.insert(0, str(ROOT))
+from rocm_bake.loopback import is_loopback_registry  # noqa: E402 - the checkout's own package, standard library only
+
 
 @dataclass
 class Builder:
@@ -88,7 +91,7 @@ def config_text(registries: list[str], ca: Path | None = None) -> str:
         if ca is not None:
             lines += [f'[registry."{registry}"]', "  http = false", f"  ca = [{json.dumps(str(ca))}]"]
             continue
-        if not registry.startswith(("127.0.0.1:", "localhost:", "[::1]:")):
+        if not is_loopback_registry(registry):
             sys.exit(f"builder: {registry} is not a loopback registry; only loopback registries may be plain HTTP")
         lines += [f'[registry."{registry}"]', "  http = true", "  insecure = true"]
     return "\n".join(lines) + "\n"
@@ -229,7 +232,6 @@ def stop_daemon(state: Path, pid: int) -> None:
 
 def checkout_defaults() -> tuple[str, str]:
     """This checkout's builder name and registry (``.rocm-bake/checkout.json``, made on first use)."""
-    sys.path.insert(0, str(ROOT))
     from rocm_bake.checkout import ensure_checkout
     from rocm_bake.errors import RocmBakeError
 
