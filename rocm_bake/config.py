@@ -80,17 +80,17 @@ SHARED_TOPS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", 
 def dist_dir(value: str) -> str:
     """``rocm-bake:dist``: a directory of its own, relative to the project or absolute, never ``/`` or a system one.
 
-    The rule: a relative path (the project's ``dist`` by default) is fine; an
-    absolute one may be neither ``/`` nor a shared top-level directory
-    (``/home``, ``/tmp``, ``/var`` …) itself, nor be or lie under a system
-    directory (``/etc``, ``/usr``, ``/var/lib`` …). ``rocm-bake`` writes
-    ``wheels/<arch>`` and ``index/<arch>`` there and replaces what it wrote.
+    The rule is judged on where the value leads, resolved as it is used:
+    against the working directory (the project's, for the program) when
+    relative, with ``..`` and symlinks followed. There it may be neither ``/`` nor a shared
+    top-level directory (``/home``, ``/tmp``, ``/var`` …) itself, nor be or lie
+    under a system directory (``/etc``, ``/usr``, ``/var/lib`` …): so
+    ``../../../../usr/local/x`` is judged as ``/usr/local/x``. ``rocm-bake``
+    writes ``wheels/<arch>`` and ``index/<arch>`` there and replaces what it wrote.
     """
     if not value.strip() or "\x00" in value:
         raise ValueError("expected a directory, e.g. dist or /srv/rocm-bake/dist")
-    if not value.startswith("/"):
-        return value
-    normal = os.path.normpath(value)
+    normal = os.path.realpath(value)
     normal = "/" + normal.lstrip("/")  # '//x' is '/x'
     if normal in SHARED_TOPS:
         raise ValueError("is / or a shared top-level directory: give a directory of its own under it")

@@ -218,7 +218,24 @@ def test_dist_refuses_root_shared_and_system_directories(dist):
         load_stack_config("gfx950", {"rocm-bake:dist": dist})
 
 
-@pytest.mark.parametrize("dist", ["dist", "build/dist", "/tmp/rocm-bake/dist", "/srv/wheels", "/home/me/dist"])
+ESCAPE = "../" * 40  # more than any checkout's depth: from the project directory up to /
+
+
+@pytest.mark.parametrize("dist", [ESCAPE + "usr/local/x", ESCAPE.rstrip("/"), ESCAPE + "etc",
+                                  "dist/" + ESCAPE + "var/lib/x"])
+def test_a_relative_dist_is_resolved_before_it_is_judged(dist):
+    with pytest.raises(RocmBakeError, match="rocm-bake:dist: is"):
+        load_stack_config("gfx950", {"rocm-bake:dist": dist})
+
+
+def test_a_dist_through_a_symlink_is_judged_where_it_leads(tmp_path):
+    (tmp_path / "usr-local").symlink_to("/usr/local")
+    with pytest.raises(RocmBakeError, match="rocm-bake:dist: is or lies under a system directory"):
+        load_stack_config("gfx950", {"rocm-bake:dist": str(tmp_path / "usr-local" / "x")})
+
+
+@pytest.mark.parametrize("dist", ["dist", "build/dist", "../dist", "/tmp/rocm-bake/dist", "/srv/wheels",
+                                  "/home/me/dist"])
 def test_dist_accepts_a_directory_of_its_own(dist):
     assert load_stack_config("gfx950", {"rocm-bake:dist": dist}).dist == dist
 
