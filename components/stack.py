@@ -19,7 +19,7 @@ from components.images import TargetImage
 from components.publish import declare_publish
 from rocm_bake.checkout import local_defaults
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.config import NAMESPACE, StackConfig, from_engine_values, stack_config_from_mapping
+from rocm_bake.config import NAMESPACE, StackConfig, from_engine_values, near_namespace, stack_config_from_mapping
 from rocm_bake.image_plan import image_specs
 from rocm_bake.manifests import Targets, load_fleet, load_targets
 
@@ -28,7 +28,8 @@ SECRET_KEYS = frozenset({"githubToken"})
 
 
 def given_config() -> dict[str, Any]:
-    """Every ``rocm-bake:*`` key the engine passed, known or not, so a misspelt key is refused, not ignored.
+    """Every ``rocm-bake:*`` key the engine passed, known or not, and any under a mistyped ``rocm-bake``
+    namespace, so a misspelt key is refused, not ignored.
 
     The engine hands the program its config as ``PULUMI_CONFIG`` (a test's
     mocks set it in the runtime instead); structured values (``buildArgs``)
@@ -37,7 +38,8 @@ def given_config() -> dict[str, Any]:
     from pulumi.runtime.config import CONFIG, get_config_env
 
     given = {**get_config_env(), **CONFIG.get()}
-    return {k: v for k, v in given.items() if isinstance(k, str) and k.startswith(f"{NAMESPACE}:")}
+    return {k: v for k, v in given.items()
+            if isinstance(k, str) and (k.startswith(f"{NAMESPACE}:") or near_namespace(k.partition(":")[0]))}
 
 
 def read_config() -> StackConfig:

@@ -273,6 +273,21 @@ def unknown_key_message(full_key: str) -> str:
     return f"unknown config key {full_key[:80]!r}; {hint}"
 
 
+def near_namespace(namespace: str) -> bool:
+    """``namespace`` is ours mistyped (``rocm_bake``, ``Rocm-Bake``, ``rocmbake``), not another provider's."""
+    written = namespace.lower().replace("_", "-")
+    return namespace != NAMESPACE and difflib.SequenceMatcher(None, written, NAMESPACE).ratio() >= 0.85
+
+
+def mistyped_namespace_message(full_key: str) -> str:
+    """A key under a near miss of ``rocm-bake:`` (ignored, it would silently change nothing): the right key."""
+    key = full_key.partition(":")[2]
+    near = difflib.get_close_matches(key.lower(), [k.lower() for k in KEYS], n=1, cutoff=0.6)
+    nearest = next((k for k in KEYS if k.lower() == near[0]), None) if near else None
+    hint = f"did you mean {NAMESPACE}:{nearest}?" if nearest else f"keys are written {NAMESPACE}:<key>"
+    return f"config key {full_key[:80]!r} is not in the {NAMESPACE} namespace; {hint}"
+
+
 def with_publish_target(config: StackConfig, source: str) -> StackConfig:
     """Publishing needs a repository: ``rocm-bake:githubRepo``, else a GitHub ``origin`` remote; never a default."""
     from rocm_bake.publish.origin import FROM_CONFIG, FROM_ORIGIN, origin_github_repo
@@ -319,6 +334,8 @@ def stack_config_from_mapping(stack: str, config: dict[str, Any], source: str) -
         if not isinstance(full_key, str):
             raise RocmBakeError(f"{source}: config key {full_key!r} is not a string like 'rocm-bake:registry'")
         namespace, _, key = full_key.partition(":")
+        if namespace != NAMESPACE and near_namespace(namespace):
+            raise RocmBakeError(f"{source}: {mistyped_namespace_message(full_key)}")
         if namespace != NAMESPACE:
             continue  # other providers' keys (github:token, docker-build:...) are theirs
         if key not in KEYS:

@@ -240,6 +240,31 @@ def test_dist_accepts_a_directory_of_its_own(dist):
     assert load_stack_config("gfx950", {"rocm-bake:dist": dist}).dist == dist
 
 
+@pytest.mark.parametrize("key, right", [("rocm_bake:registry", "rocm-bake:registry"),
+                                        ("Rocm-Bake:publish", "rocm-bake:publish"),
+                                        ("rocmbake:targets", "rocm-bake:targets"),
+                                        ("rocm-bak:registy", "rocm-bake:registry")])
+def test_a_key_in_a_mistyped_namespace_is_refused_with_the_right_one(key, right):
+    with pytest.raises(RocmBakeError, match=re.escape(f"{key!r} is not in the rocm-bake namespace; did you mean "
+                                                      f"{right}?")):
+        load_stack_config("gfx950", {key: "true"})
+
+
+def test_other_namespaces_stay_theirs():
+    assert load_stack_config("gfx950", {"docker-build:x": "1", "github:token": "t", "aws:region": "r"})
+
+
+def test_the_program_sees_keys_of_a_mistyped_namespace():
+    from components.stack import given_config
+    from pulumi.runtime.config import CONFIG
+
+    token = CONFIG.set({"rocm_bake:registry": "r.example:5000", "aws:region": "x", "rocm-bake:dist": "d"})
+    try:
+        assert given_config() == {"rocm_bake:registry": "r.example:5000", "rocm-bake:dist": "d"}
+    finally:
+        CONFIG.reset(token)
+
+
 def test_unknown_key_suggests_the_nearest_known_key():
     with pytest.raises(RocmBakeError, match=re.escape("'rocm-bake:registy'; did you mean rocm-bake:registry?")):
         load_stack_config("gfx950", {"rocm-bake:registy": "127.0.0.1:5001"})
