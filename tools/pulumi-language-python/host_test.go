@@ -687,3 +687,18 @@ func TestLinkAddsAGeneratedSDKToRequirements(t *testing.T) {
 		t.Errorf("an empty Link changed requirements.txt: %q", again)
 	}
 }
+
+func TestConfigTooLargeForTheEnvironmentNamesItsLargestKey(t *testing.T) {
+	huge := map[string]string{"rocm-bake:buildArgs": strings.Repeat("x", 200_000), "rocm-bake:dist": "dist"}
+	if _, _, err := configEnv(huge, nil); err == nil || !strings.Contains(err.Error(), "rocm-bake:buildArgs") ||
+		!strings.Contains(err.Error(), "195 KiB") {
+		t.Errorf("configEnv error = %v, want one naming rocm-bake:buildArgs and its size", err)
+	}
+	analyzer := &pulumirpc.AnalyzerStackConfigureRequest{Stack: "s", Config: huge}
+	if _, err := policyEnv(analyzer); err == nil || !strings.Contains(err.Error(), "rocm-bake:buildArgs") {
+		t.Errorf("policyEnv error = %v, want one naming rocm-bake:buildArgs", err)
+	}
+	if _, _, err := configEnv(map[string]string{"rocm-bake:dist": "dist"}, nil); err != nil {
+		t.Errorf("a small config is refused: %v", err)
+	}
+}

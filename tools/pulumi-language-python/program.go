@@ -137,7 +137,7 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	args = append(args, req.GetArgs()...)
 	config, secretKeys, err := configEnv(req.GetConfig(), req.GetConfigSecretKeys())
 	if err != nil {
-		return nil, err
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
 	}
 	runCtx, stop := h.boundTo(ctx)
 	defer stop()
@@ -188,6 +188,27 @@ func (p pythonEnv) canImport(ctx context.Context, module string) error {
 	return cmd.Run()
 }
 
+// maxEnvString is the longest one environment string may be (Linux's MAX_ARG_STRLEN, 32 pages):
+// exec refuses a longer one with "argument list too long", which names no key.
+const maxEnvString = 32 * 4096
+
+// fitsTheEnvironment refuses a config whose JSON (passed as one variable, name included) exec would
+// refuse, naming its largest value: the key the user made too large.
+func fitsTheEnvironment(name string, encoded int, config map[string]string) error {
+	if len(name)+1+encoded < maxEnvString {
+		return nil
+	}
+	largest := ""
+	for key, value := range config {
+		if largest == "" || len(value) > len(config[largest]) {
+			largest = key
+		}
+	}
+	return fmt.Errorf("%s: its value is %d KiB; the program and the policy pack receive the whole stack config in "+
+		"one environment variable (%s), which may be at most %d KiB: keep large data in a file and name the file",
+		largest, len(config[largest])/1024, name, maxEnvString/1024)
+}
+
 // configEnv is the stack config and its secret keys as the SDK reads them from the environment.
 // A stack with no config sends nil: the SDK expects {} and [] (json.Marshal(nil) is "null").
 func configEnv(config map[string]string, secretKeys []string) (string, string, error) {
@@ -199,6 +220,9 @@ func configEnv(config map[string]string, secretKeys []string) (string, string, e
 	}
 	c, err := json.Marshal(config)
 	if err != nil {
+		return "", "", err
+	}
+	if err := fitsTheEnvironment("PULUMI_CONFIG", len(c), config); err != nil {
 		return "", "", err
 	}
 	k, err := json.Marshal(secretKeys)
