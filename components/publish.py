@@ -146,21 +146,25 @@ class GitHubProvider(ResourceProvider):
     def configure(self, req: ConfigureRequest) -> None:
         self._token = req.config.get(TOKEN_KEY)
 
-    def token(self) -> str | None:
-        """``GITHUB_TOKEN`` when set, else the stack's current config secret, else what the engine configured."""
+    def token(self) -> tuple[str | None, str]:
+        """``GITHUB_TOKEN`` when set, else the stack's current config secret, else what the engine configured;
+        with where it came from (a rejected token is named by its source, never by any part of it)."""
         if os.environ.get("GITHUB_TOKEN"):
-            return os.environ["GITHUB_TOKEN"]
+            return os.environ["GITHUB_TOKEN"], (f"GITHUB_TOKEN from the environment, which wins over {TOKEN_KEY}; "
+                                                "unset it to use the stack's")
         if not self._looked:
             self._current, self._looked = current_config_token(getattr(self, "stack", None)), True
-        return self._current or self._token
+        if self._current:
+            return self._current, f"{TOKEN_KEY} (the stack's config)"
+        return self._token, TOKEN_KEY
 
     def client(self, inputs: ReleaseInputs) -> GitHubClient:
-        token = self.token()
+        token, source = self.token()
         if not token:
             raise RocmBakeError(
                 f"publishing {inputs.arch}: no GitHub token; set the secret {TOKEN_KEY} or GITHUB_TOKEN"
             )
-        return GitHubClient(inputs.repo, token, inputs.endpoints())
+        return GitHubClient(inputs.repo, token, inputs.endpoints(), token_source=source)
 
     def same_release(self, olds: dict[str, Any], news: dict[str, Any]) -> bool:
         """Whether the old and the new settings reach one and the same release (the same GitHub under another

@@ -273,6 +273,20 @@ def test_a_token_in_the_environment_wins_over_the_configured_one(gh: FakeGitHub,
         assert client._http.headers["Authorization"] == "Bearer ghp_old_token"
 
 
+def test_a_rejected_token_says_which_one_was_sent(gh: FakeGitHub, dist: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale GITHUB_TOKEN wins over a valid rocm-bake:githubToken: the 401 says the environment's was sent."""
+    provider = configured(ReleaseAssetsProvider, gh)  # the config holds the valid token
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_stale_environment_token")
+    with pytest.raises(RocmBakeError, match=r"401 .*the token sent was GITHUB_TOKEN from the environment, which wins "
+                                            r"over rocm-bake:githubToken; unset it") as caught:
+        provider.create(props(gh, dist))
+    assert "ghp_stale" not in str(caught.value)
+    monkeypatch.delenv("GITHUB_TOKEN")
+    gh.state.token = "ghp_rotated_elsewhere"  # now the config's token is the stale one
+    with pytest.raises(RocmBakeError, match=r"401 .*the token sent was rocm-bake:githubToken$"):
+        provider.create(props(gh, dist))
+
+
 def test_pages_url_is_honoured_by_the_provider_and_its_landing_page(gh: FakeGitHub, dist: Path) -> None:
     """The pages_url input reaches the endpoints, the index_url output and the landing page's pip/uv lines."""
     site = f"{gh.web_url}/pages/{{owner}}/{{repo}}"
