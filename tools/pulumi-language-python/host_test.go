@@ -702,3 +702,21 @@ func TestConfigTooLargeForTheEnvironmentNamesItsLargestKey(t *testing.T) {
 		t.Errorf("a small config is refused: %v", err)
 	}
 }
+
+func TestASyntaxErrorInTheProgramShowsItsOwnLinesNotTheHostsFrames(t *testing.T) {
+	python3(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "__main__.py"), []byte("import os\nx = (\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := newHost("", filepath.Join(dir, "no-exec-script")).Run(context.Background(), &pulumirpc.RunRequest{
+		Pwd: dir, Info: &pulumirpc.ProgramInfo{RootDirectory: dir, ProgramDirectory: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := resp.GetError()
+	if !strings.Contains(msg, filepath.Join(dir, "__main__.py")+"\", line 2") || !strings.Contains(msg, "SyntaxError") ||
+		strings.Contains(msg, "Traceback") || strings.Count(msg, "\n") > 5 {
+		t.Errorf("Run error = %q, want the program's file, line and SyntaxError in a few lines, no host frames", msg)
+	}
+}
