@@ -122,9 +122,11 @@ check-dockerfiles: setup ## buildx build --check of every real Dockerfile, offli
 include mk/pulumi.mk
 
 # A real stack: real ROCm bases from stack config, the local registry and
-# builder unless the stack names others.
-up: setup registry builder stack-$(ARCH) ## pulumi up of stack ARCH on real ROCm bases (make up ARCH=gfx1151)
-	$(ENGINE_RUN) --log $(STATE_DIR)/logs/up-$(ARCH).log --stack $(ARCH) -- $(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
+# builder unless the stack names others. `--refresh` reads what the registry
+# really holds first: an image it lost is built and pushed again, so the
+# stack's outputs never name a digest the registry lacks.
+up: setup registry builder stack-$(ARCH) ## pulumi up --refresh of stack ARCH on real ROCm bases (make up ARCH=gfx1151)
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/up-$(ARCH).log --stack $(ARCH) -- $(PULUMI_RUN) up -s $(ARCH) --yes --refresh $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 
 preview: setup stack-$(ARCH) ## pulumi preview of stack ARCH: the dry run
 	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc

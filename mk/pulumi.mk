@@ -41,9 +41,10 @@ demo-base: setup registry builder ## make the demo base image with debootstrap a
 	$(TRUST_REGISTRY) $(BIN)/python dockerfiles/demo/base.py --registry 127.0.0.1:$(REGISTRY_PORT) --builder $(BUILDER) --buildx $(CURDIR)/.tools/bin/buildx
 
 # The main job on this machine: engines, registry, builder, demo base, then
-# `pulumi up` of the demo stack; ends with the pip line for the index it made.
-demo: setup registry builder demo-base stack-$(DEMO_STACK) ## the main job here: setup, registry, builder, demo base, pulumi up of demo-DEMO_ARCH, index check
-	$(ENGINE_RUN) --log $(STATE_DIR)/logs/demo-$(DEMO_STACK).log --builder $(BUILDER) -- $(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
+# `pulumi up --refresh` of the demo stack (a wiped registry is read as such and
+# every image it lost is pushed again); ends with the pip line for the index it made.
+demo: setup registry builder demo-base stack-$(DEMO_STACK) ## the main job here: setup, registry, builder, demo base, pulumi up --refresh of demo-DEMO_ARCH, index check
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/demo-$(DEMO_STACK).log --builder $(BUILDER) -- $(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview --refresh $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
 	PIP_CONFIG_FILE=/dev/null $(BIN)/rocm-bake index check $(DIST) --arch $(DEMO_ARCH)
 	@echo
 	@echo "The $(DEMO_ARCH) index is in $(DIST)/index/$(DEMO_ARCH)/. Install from it:"

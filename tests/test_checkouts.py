@@ -32,7 +32,7 @@ import pytest
 
 from rocm_bake.checkout import Checkout, claim, ensure_checkout, load_checkout, local_defaults
 from rocm_bake.errors import RocmBakeError
-from tests.engine_fixtures import ROOT, builder_tool, engine
+from tests.engine_fixtures import MANIFEST_TYPES, ROOT, builder_tool, engine
 
 DEMO_STACK = "demo-gfx950"
 #: Variables of the calling shell (or of `make test`) that would steer a clone's make.
@@ -153,6 +153,26 @@ def test_two_clones_run_make_demo_at_once_each_on_its_own_registry_and_builder(c
         assert f"unix://{clone.dir}/.rocm-bake/buildkit/buildkitd.sock" in inspected.stdout, inspected.stdout
         catalog = httpx.get(f"https://{record.registry}/v2/_catalog", verify=clone.registry_ca()).json()["repositories"]
         assert "rocm-bake/demo-base" in catalog and "rocm-bake/torch" in catalog, catalog
+
+
+def test_make_demo_after_a_wiped_registry_ends_with_every_output_digest_served(clones: tuple[Clone, Clone]) -> None:
+    """The registry loses its storage; the next plain `make demo` (no refresh by hand) must push again what the
+    stack's outputs name, not end green with digests that answer 404."""
+    _, b = clones
+    registry = b.checkout().registry
+    shutil.rmtree(b.dir / ".registry" / "storage")
+    result = b.make("demo")
+    assert result.returncode == 0, f"make demo after a wiped registry failed in {b.dir}:\n{b.tail()}"
+    images = json.loads(b.pulumi("stack", "output", "--json", "images", "-s", DEMO_STACK).stdout)
+    missing = {}
+    with httpx.Client(verify=b.registry_ca(), timeout=30) as client:
+        for name, ref in images.items():
+            repository, _, digest = ref.removeprefix(f"{registry}/").partition("@")
+            answer = client.head(f"https://{registry}/v2/{repository.rsplit(':', 1)[0]}/manifests/{digest}",
+                                 headers={"Accept": MANIFEST_TYPES})
+            if answer.status_code != 200:
+                missing[name] = f"{ref}: HTTP {answer.status_code}"
+    assert images and not missing, f"make demo ended green with outputs naming digests the registry lacks: {missing}"
 
 
 def test_make_down_stops_only_its_own_checkout(clones: tuple[Clone, Clone]) -> None:
