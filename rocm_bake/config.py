@@ -348,6 +348,13 @@ def stack_config_from_mapping(stack: str, config: dict[str, Any], source: str) -
         raise RocmBakeError(f"{source} (stack {stack}): " + "; ".join(problem_lines(exc.errors(), key_name))) from None
     if config.gpu_host is not None:
         check_gpu_host(config.gpu_host, f"{source} (stack {stack})")
+    if config.publish and config.targets:
+        named = " ".join(config.targets)
+        raise RocmBakeError(
+            f"{source} (stack {stack}): {NAMESPACE}:targets: with {NAMESPACE}:publish true it would undeclare every "
+            f"other image and so shrink the published index and release to {named}; remove it and narrow one run "
+            f"instead: rocm-bake arches up --arches {stack} " + " ".join(f"--target {t}" for t in config.targets)
+            + " (the engine's --target, which keeps the rest)")
     return with_publish_target(config, source)
 
 

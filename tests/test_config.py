@@ -265,6 +265,14 @@ def test_the_program_sees_keys_of_a_mistyped_namespace():
         CONFIG.reset(token)
 
 
+def test_targets_on_a_published_stack_is_refused_saying_it_would_shrink_the_index_and_release():
+    config = {"rocm-bake:targets": "torch", "rocm-bake:githubRepo": "octo/rocm-bake"}
+    assert load_stack_config("gfx950", config).targets == ["torch"]
+    with pytest.raises(RocmBakeError, match=r"rocm-bake:targets: .*shrink the published index and release to "
+                                            r"torch.*rocm-bake arches up --arches gfx950 --target torch"):
+        load_stack_config("gfx950", {**config, "rocm-bake:publish": "true"})
+
+
 def test_unknown_key_suggests_the_nearest_known_key():
     with pytest.raises(RocmBakeError, match=re.escape("'rocm-bake:registy'; did you mean rocm-bake:registry?")):
         load_stack_config("gfx950", {"rocm-bake:registy": "127.0.0.1:5001"})
