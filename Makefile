@@ -192,7 +192,7 @@ clean: ## remove what setup put in this checkout (.venv, .tools, build leftovers
 	@for path in dist .rocm-bake .registry "$${XDG_CACHE_HOME:-$$HOME/.cache}/rocm-bake"; do \
 	  [ -e "$$path" ] && echo "clean: kept $$path ($$(du -sh "$$path" | cut -f1))"; \
 	done; true
-	@echo "clean: README.md, 'The way back', says what those hold and how to remove them (make down first)"
+	@echo "clean: docs/getting-started.md, 'The way back', says what those hold and how to remove them (make down first)"
 
 # Every target with its one line (the text after "##" on its rule).
 help: ## this list

@@ -7,8 +7,8 @@ The CLI starts the pack through our Python language host's RunPlugin.
 
 The real stacks pass: gfx950 and gfx1250 preview on the real engine with
 the pack; gfx1201, gfx1151 and the fat stack declare the GPU test as a
-``command:local:Command``, whose plugin cannot be built here (README,
-Engines), so the pack's own policy functions judge their resources as
+``command:local:Command``, whose plugin cannot be built here (docs/engines.md),
+so the pack's own policy functions judge their resources as
 ``rocm-bake plan`` declares them under Pulumi's mock runtime. The demo
 stacks pass on the real engine in tests/test_lifecycle.py (preview and up
 both run the pack).

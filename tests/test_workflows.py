@@ -140,7 +140,7 @@ CONTEXTS = {"github", "env", "vars", "job", "jobs", "steps", "runner", "secrets"
             "matrix", "needs", "inputs"}
 FUNCTIONS = {"contains", "startsWith", "endsWith", "format", "join", "toJSON", "fromJSON",
              "hashFiles", "success", "always", "cancelled", "failure"}
-#: The repository secrets the README documents (CI, deploy and where state lives).
+#: The repository secrets docs/team-and-farm.md documents (CI, deploy and where state lives).
 SECRETS = set(check_secrets.ALL_SECRETS)
 EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 REF = re.compile(r"(?<![\w.'-])([A-Za-z_][\w-]*)((?:\.[A-Za-z_*][\w-]*)*)(\s*\()?")
@@ -329,11 +329,12 @@ def test_the_preview_is_gated_and_only_reads() -> None:
     assert order == sorted(order)
 
 
-# -- the README agrees ------------------------------------------------------------------------------------
+# -- the docs agree ----------------------------------------------------------------------------------------
 
 
 def readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
+    """The docs section the workflows' error lines point at (check_secrets.README)."""
+    text = (ROOT / "docs" / "team-and-farm.md").read_text()
     start = text.index("\n## CI, deploy and where state lives\n")
     end = text.find("\n## ", start + 1)
     return text[start:end if end != -1 else len(text)]
@@ -389,7 +390,8 @@ def test_secret_check_names_what_deploy_lacks_and_prints_no_value(tmp_path: Path
             env["PULUMI_BACKEND_URL"] = url
             env.update({"AZURE_STORAGE_ACCOUNT": "acct"} if url.startswith("azblob") else {})
         code, said, _ = check("deploy", env, tmp_path)
-        assert code == 1 and said.rstrip().endswith(f"secrets {drop} (README: CI, deploy and where state lives)"), said
+        where = "docs/team-and-farm.md: CI, deploy and where state lives"
+        assert code == 1 and said.rstrip().endswith(f"secrets {drop} ({where})"), said
     # a farm on the runner's own host (unix socket) needs no certificates
     env = {k: v for k, v in secret_values(BUILDKIT_HOST="unix:///run/buildkit/buildkitd.sock").items()
            if not k.startswith("BUILDKIT_C")}
