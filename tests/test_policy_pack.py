@@ -63,6 +63,10 @@ def named_policies(output: str) -> set[str]:
     return {rule.name for rule in RULES if f"[mandatory]  {rule.name} " in output}
 
 
+#: This module's fixtures that run the real engine (tests/conftest.py marks their tests ``services``).
+SERVICE_FIXTURES = {"work", "real_project"}
+
+
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     engine("pulumi")

@@ -108,12 +108,14 @@ def actionlint(*paths: Path | str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.services
 def test_actionlint_is_the_pinned_go_build() -> None:
     version = subprocess.run([str(engine("actionlint")), "-version"], capture_output=True, text=True, timeout=60)
     assert version.returncode == 0, version.stderr
     assert version.stdout.splitlines()[0] == ACTIONLINT_VERSION, version.stdout
 
 
+@pytest.mark.services
 def test_workflows_pass_actionlint() -> None:
     files = sorted(WORKFLOWS.glob("*.yml"))
     assert [f.name for f in files] == ["ci.yml", "deploy.yml"]
@@ -122,6 +124,7 @@ def test_workflows_pass_actionlint() -> None:
     assert done.stdout == "", done.stdout
 
 
+@pytest.mark.services
 def test_actionlint_really_catches_mistakes(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yml"
     bad.write_text(
@@ -531,6 +534,11 @@ def make_pki(d: Path, ca: str = "ca") -> None:
                 "-out", f"{who}.pem", "-days", "1", "-extfile", f"{who}.ext", cwd=d)
 
 
+#: This module's fixtures that start BuildKit, versitygw or the engine (tests/conftest.py marks their tests
+#: ``services``); the tests that run an engine themselves carry the marker by hand.
+SERVICE_FIXTURES = {"farm", "bucket", "runner", "deployed"}
+
+
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A buildkitd on tcp://127.0.0.1 that demands a client certificate from its CA, like a build farm."""
@@ -542,9 +550,8 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     if shutil.which("openssl") is None:
         pytest.fail("openssl is needed to make the farm's certificates: apt-get install openssl")
-    buildkitd = ROOT / ".tools" / "bin" / "buildkitd"
-    if not buildkitd.exists() or not (ROOT / ".tools" / "bin" / "buildx").exists():
-        pytest.fail("buildkitd/buildx missing from .tools/bin: run `make setup`")
+    buildkitd = engine("buildkitd")
+    engine("buildx")
     if os.geteuid() != 0:
         pytest.fail("buildkitd (runc worker) runs as root here: run the tests as root, as `make test` does in CI")
     work = tmp_path_factory.mktemp("farm")
@@ -623,6 +630,7 @@ def test_register_builder_fails_clearly_without_the_right_certificate(farm: dict
 # ------------------------------------------------------ the Pulumi CLI and the team's state
 
 
+@pytest.mark.services
 def test_use_built_pulumi_puts_the_built_cli_on_path_with_its_bare_version(tmp_path: Path) -> None:
     done, output, _ = step_run([str(SCRIPTS / "use_built_pulumi.sh")], {"GITHUB_PATH": str(tmp_path / "path")},
                                tmp_path)
