@@ -269,3 +269,14 @@ def test_buildkit_builds_from_scratch_runs_a_step_and_pushes(tmp_path: Path, reg
     assert files["x"] == b"ran-by-buildkit\n", "the RUN step's output is in the pushed image"
     assert files["kernel"] == b"Linux\n"
     assert files["bin/busybox"] == BUSYBOX.read_bytes(), "the base's layer is under the derived image"
+
+
+def test_plugin_rm_says_the_plugin_cache_is_every_checkouts(tmp_path: Path) -> None:
+    """`pulumi plugin rm` through the wrapper names what it takes from the others: PULUMI_HOME is per user."""
+    env = {**offline_env(), "PULUMI_HOME": str(tmp_path / "pulumi-home")}
+    done = subprocess.run([str(engine("pulumi")), "plugin", "rm", "resource", "rocm-bake-none", "9.9.9", "--yes"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.stderr.splitlines()[0] == (
+        f"pulumi plugin rm: {tmp_path / 'pulumi-home'}/plugins is shared: every checkout on this host (and your "
+        "other Pulumi projects) uses what you remove there, and fails without it until its make setup registers "
+        "it again"), done.stderr

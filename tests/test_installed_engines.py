@@ -205,3 +205,33 @@ def test_plain_pulumi_names_the_export_then_works(demo: dict) -> None:
     done = plain_pulumi(demo, "up", "--yes", **exports)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert tracked_changes(clone) == "", "plain pulumi up left the salt in the tracked stack file"
+
+
+# -- the rule itself, without an engine ----------------------------------------------------------------------
+
+
+def test_the_run_environment_check_names_only_what_this_checkouts_stack_lacks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocm_bake.checkout import ensure_checkout
+    from rocm_bake.registry.tls import ensure_tls
+    from rocm_bake.run_env import missing_environment
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    record, _ = ensure_checkout(tmp_path)
+    tls = ensure_tls(tmp_path / ".rocm-bake" / "tls")
+    buildx = str(tmp_path / ".rocm-bake" / "buildx")
+    plain = {"HOME": str(tmp_path / "home")}
+    line = missing_environment(tmp_path, record.builder, record.registry, plain)
+    assert line == (f"this checkout's builder {record.builder!r} is registered in {buildx} and registry "
+                    f"{record.registry} serves TLS from {tls.ca_cert}, which this pulumi run is not given: run "
+                    f"`export BUILDX_CONFIG={buildx} SSL_CERT_FILE={tls.bundle}` in this shell first, "
+                    f"or use {tmp_path}/.tools/bin/pulumi")
+    given = {**plain, "BUILDX_CONFIG": buildx, "SSL_CERT_FILE": str(tls.bundle)}
+    assert missing_environment(tmp_path, record.builder, record.registry, given) is None
+    only_ca = missing_environment(tmp_path, record.builder, record.registry, {**given, "SSL_CERT_FILE": "/nonexistent"})
+    assert only_ca is not None and "builder" not in only_ca.split(",")[0] and "serves TLS" in only_ca
+    # the team's farm and registry (named in the stack file) are the user's to set up: nothing to say
+    assert missing_environment(tmp_path, "the-farm", "registry.example:5000", plain) is None
+    # a copy of the program (no checkout record) has no builder or registry of its own
+    assert missing_environment(tmp_path / "copy", record.builder, record.registry, plain) is None

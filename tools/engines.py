@@ -426,6 +426,7 @@ WRAPPER = """#!/bin/sh
 # finds it). It does not touch your global `pulumi login` or ~/.docker/buildx.
 # The stacks' secrets provider comes from the state, not from a salt in the
 # tracked stack files, which stay as committed; `stack rm` keeps them.
+# `plugin rm` says first that the plugin cache is every checkout's.
 # The local registry serves TLS from this checkout's CA (make registry), so
 # SSL_CERT_FILE names a bundle in .rocm-bake/tls: the roots your own
 # SSL_CERT_FILE (or the system) names, plus that CA. The docker-build plugin's
@@ -452,6 +453,8 @@ prev=
 for arg in "$@"; do
   case "$prev $arg" in
     "stack rm"|"stack remove"|"stack delete") set -- "$@" --preserve-config; break ;;
+    "plugin rm"|"plugin remove")
+      echo "pulumi plugin rm: ${{PULUMI_HOME:-$HOME/.pulumi}}/plugins is shared: every checkout on this host (and your other Pulumi projects) uses what you remove there, and fails without it until its make setup registers it again" >&2 ;;
   esac
   prev=$arg
 done
