@@ -116,15 +116,21 @@ def test_a_scratch_home_with_engines_installed_builds_nothing(tmp_path: Path) ->
 def test_an_older_engine_is_built_and_engines_build_builds_all(tmp_path: Path) -> None:
     """An installed engine older than the pin is named and passed over; ENGINES=build takes none installed
     (the builds come from this machine's engine cache: nothing is compiled here)."""
+    other = tmp_path / "other-checkout" / ".tools" / "bin"  # another checkout's links to the cached builds
+    other.mkdir(parents=True)
+    (other / "buildx").symlink_to(engine("buildx").resolve())
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "actionlint").write_text("#!/bin/sh\necho 1.6.26\n")
     (bin_dir / "actionlint").chmod(0o755)
     checkout = setup_copy(tmp_path / "checkout")
-    env = clean_env(PATH=f"{bin_dir}:{os.environ['PATH']}")
+    env = clean_env(PATH=f"{other}:{bin_dir}:{os.environ['PATH']}")
     argv = [sys.executable, "tools/engines.py", "--only", "actionlint"]
-    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*argv, "--only", "buildx"], cwd=checkout, env=env, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert engine_lines(done.stdout)["buildx"].startswith("built from tools/buildx, "), \
+        "another checkout's link to the engine cache is our build, not a team's install"
     actionlint = next(e for e in engines_tool.ENGINES if e.name == "actionlint")
     assert engine_lines(done.stdout)["actionlint"] == (
         f"built from tools/actionlint, {engines_tool.cache_dir(actionlint)} "

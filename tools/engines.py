@@ -206,14 +206,17 @@ def version_of(path: Path, args: tuple[str, ...]) -> str | None:
 
 
 def path_candidates(name: str) -> list[Path]:
-    """Every executable ``name`` on PATH, in PATH order, outside this checkout's own .tools."""
+    """Every executable ``name`` on PATH, in PATH order, outside this checkout's own .tools and not one of our
+    cached builds (another checkout's .tools/bin links to them: those are taken as built, from the cache)."""
     ours = {BIN.resolve(), CLI.resolve()}
+    built = (cache_root() / "engines").resolve()
     found = []
     for entry in os.environ.get("PATH", "").split(os.pathsep):
         if not entry or Path(entry).resolve() in ours:
             continue
         candidate = Path(entry) / name
-        if candidate.is_file() and os.access(candidate, os.X_OK) and candidate not in found:
+        if (candidate.is_file() and os.access(candidate, os.X_OK) and candidate not in found
+                and not candidate.resolve().is_relative_to(built)):
             found.append(candidate)
     return found
 
