@@ -64,7 +64,7 @@ def _member_sources(
             return scan_stored(src, where)
     with contextlib.ExitStack() as again:
         def reopen() -> ForwardSource:
-            """A fresh forward pass over the member (bundle-like data hid a section from the first: B10i)."""
+            """A fresh forward pass over the member (bundle-like data can hide a section from the first)."""
             fresh = again.enter_context(_open_member(archive, info))
             return ForwardSource(fresh, info.file_size, b"", lambda _n: None)
 
