@@ -1,7 +1,8 @@
 """Run Debian's ``docker-registry`` on 127.0.0.1 with a generated config.
 
-``make registry`` starts one with ``python -m rocm_bake.registry.server --port
-PORT --root DIR --tls-dir .rocm-bake/tls --daemon``: it serves TLS with a
+``make registry`` runs ``python -m rocm_bake.registry.local start``, which
+refuses a port another process holds and then starts one through this
+module's ``main`` (``--port PORT --root DIR --tls-dir DIR --daemon``): it serves TLS with a
 certificate from the checkout's own CA (``rocm_bake.registry.tls``), because
 the docker-build provider reads registries over https only and its
 ``refresh`` cannot see a plain-http one. Without ``--tls-dir`` it serves plain
@@ -127,7 +128,7 @@ def start_registry(root: Path, port: int | None = None, tls: RegistryTls | None 
 
     With no ``port`` a free one is picked; a lost race for it is retried.
     With ``tls`` it serves https with that server certificate. ``detach``
-    puts it in its own session, so it outlives the caller (``make registry``).
+    puts it in its own session, so it outlives the caller (``rocm_bake.registry.local``).
     """
     attempts = 1 if port is not None else 3
     last: RocmBakeError | None = None
