@@ -20,7 +20,7 @@ from components.index_provider import IndexInputs, WheelIndex
 from components.wheels_provider import FetchedWheels, FetchInputs
 from rocm_bake.archset import ArchSet
 
-#: Where the children were declared before this component held them.
+#: The children's place in a stack declared without this component: at the stack's root.
 AT_THE_ROOT = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]
 
 

@@ -282,7 +282,7 @@ class PagesIndexProvider(GitHubProvider):
         """One commit removing this arch's folder; other arches' folders stay."""
         inputs = IndexPublishInputs.from_props(props)
         with self.client(inputs) as client:
-            # state written before the tag was an input of this resource holds none: the commit names no release
+            # state recorded without a tag input holds none: the commit names no release
             commit_pages(client, inputs.arch, inputs.tag or "no release", {})
 
 
