@@ -74,7 +74,7 @@ def test_layout_links_and_metadata(gfx950: Path, tmp_path: Path) -> None:
                 inner = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
                 assert zf.read(inner[0]) == meta.read_bytes()  # PEP 658: the METADATA verbatim
             source = gfx950 / text
-            assert os.stat(source).st_ino != os.stat(target).st_ino  # copied, never linked: the bytes cannot change after hashing
+            assert os.stat(source).st_ino != os.stat(target).st_ino  # copied, never linked (bytes fixed once hashed)
             assert source.read_bytes() == target.read_bytes()
     assert seen == {f.filename for f in result.files}
     assert {f.filename: f.sha256 for f in result.files} == {
