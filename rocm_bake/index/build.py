@@ -93,7 +93,7 @@ class IndexResult(BaseModel):
     extra: str = ""
     hashed_bytes: int = 0  # bytes read to hash (0 on a fully warm rebuild)
     unchanged: bool = False  # the tree on disk already matched, so nothing was written
-    files_written: int = 0  # files of the tree whose bytes were written (or newly linked from --wheels)
+    files_written: int = 0  # files of the tree whose bytes were written (input wheels copied from --wheels)
     files_kept: int = 0  # files hard-linked unchanged from the previous tree
 
 
