@@ -32,6 +32,7 @@ from rocm_bake.registry.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, O
 from rocm_bake.registry.server import start_registry
 from rocm_bake.registry.tls import RegistryTls
 
+from tests import services
 from tests.retry_fixtures import no_waits  # noqa: F401 - re-exported fixture
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -63,6 +64,7 @@ def running_registry(root: Path, tls: RegistryTls | None = None) -> Iterator[str
 
     Plain HTTP unless ``tls`` (then https with that certificate, as ``make registry`` serves).
     """
+    services.require("docker-registry")
     try:
         running = start_registry(root, tls=tls)
     except RocmBakeError as exc:
