@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import httpx
 import yaml
 
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.ports import free_port
 from rocm_bake.registry.tls import RegistryTls, ensure_tls
 
 REGISTRY_BINARY = Path("/usr/bin/docker-registry")
@@ -56,12 +56,6 @@ def registry_binary() -> Path:
             f"(sudo apt-get install {APT_PACKAGE}); .ci/run installs it"
         )
     return REGISTRY_BINARY
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_config(root: Path, port: int, tls: RegistryTls | None = None, htpasswd: Path | None = None) -> Path:
