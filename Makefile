@@ -185,14 +185,15 @@ bench: setup ## run the benchmarks; write bench/RESULTS.md
 	set -e; for b in $(BENCHES); do echo "== $$b"; $(BIN)/python $$b; done
 	$(BIN)/python bench/report.py
 
-clean: ## remove what setup put in this checkout (.venv, .tools, build leftovers), naming each
+# `make down` first: once .tools and .venv are gone, nothing of this checkout may be left running.
+clean: down ## stop this checkout's daemons (make down), then remove what setup put here (.venv, .tools, build leftovers), naming each
 	@for path in $(VENV) .tools build $(wildcard *.egg-info); do \
 	  [ -e "$$path" ] && echo "clean: removing $$path ($$(du -sh "$$path" | cut -f1))" && rm -rf "$$path"; \
 	done; true
 	@for path in dist .rocm-bake .registry "$${XDG_CACHE_HOME:-$$HOME/.cache}/rocm-bake"; do \
 	  [ -e "$$path" ] && echo "clean: kept $$path ($$(du -sh "$$path" | cut -f1))"; \
 	done; true
-	@echo "clean: README.md, 'The way back', says what those hold and how to remove them (make down first)"
+	@echo "clean: README.md, 'The way back', says what those hold and how to remove them"
 
 # Every target with its one line (the text after "##" on its rule).
 help: ## this list

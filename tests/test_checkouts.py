@@ -235,3 +235,110 @@ def test_make_registry_never_adopts_a_port_it_did_not_start(tmp_path: Path) -> N
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"127.0.0.1:{port} is in use by a process that is not this checkout's registry" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "registry" / "registry.pid").exists()
+
+
+# --- make down finds its daemons whatever else is missing ---------------------------------------------------
+
+
+def tracked_copy(dest: Path) -> Path:
+    """A checkout made of this working tree's tracked files: no venv, no .tools (as after `make clean`)."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.split(b"\0")):
+        source = ROOT / os.fsdecode(name)
+        if source.is_file():
+            target = dest / os.fsdecode(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return dest
+
+
+def without_tools(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with no PATH entry that reaches the engines (buildx, buildkitd): what a clone without .tools sees."""
+    path = [entry for entry in env.get("PATH", "").split(":") if ".tools" not in entry and entry]
+    return {**env, "PATH": ":".join(path)}
+
+
+def start_daemons(checkout: Path, env: dict[str, str]) -> dict[str, int]:
+    """This checkout's registry (plain http) and builder, started as `make registry builder` would; their pids."""
+    record = subprocess.run([sys.executable, "-m", "rocm_bake.checkout", "--make"], cwd=checkout, env=env,
+                            capture_output=True, text=True, check=True).stdout.split()
+    port, builder = record
+    subprocess.run([sys.executable, "-m", "rocm_bake.registry.local", "start", "--port", port, "--root",
+                    str(checkout / ".registry")], cwd=checkout, env=env, check=True, capture_output=True)
+    subprocess.run([sys.executable, str(checkout / "tools" / "builder.py"), "start", "--name", builder,
+                    "--registry", f"127.0.0.1:{port}"], cwd=checkout, check=True, capture_output=True,
+                   env={**env, "BUILDX_CONFIG": str(checkout / ".rocm-bake" / "buildx"),
+                        "PATH": f"{ROOT / '.tools' / 'bin'}:{env.get('PATH', '')}"})
+    return {"registry": int((checkout / ".registry" / "registry.pid").read_text()),
+            "buildkitd": int((checkout / ".rocm-bake" / "buildkit" / "buildkitd.pid").read_text())}
+
+
+def kill_leftovers(pids: dict[str, int]) -> None:
+    for pid in pids.values():
+        if alive(pid):
+            os.killpg(pid, 9)
+
+
+@pytest.fixture
+def checkout_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory under /tmp (a unix socket path holds 107 bytes at most), removed after."""
+    work = Path(tempfile.mkdtemp(prefix="rb-down-", dir="/tmp"))
+    yield work
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_make_down_stops_a_moved_checkouts_daemons_without_buildx(checkout_dir: Path, tmp_path: Path) -> None:
+    engine("buildkitd"), engine("buildx")
+    env = {**clean_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    before = tracked_copy(checkout_dir / "before")
+    pids = start_daemons(before, env)
+    try:
+        moved = before.rename(checkout_dir / "moved")
+        down = subprocess.run(["make", "down"], cwd=moved, env=without_tools(env), capture_output=True, text=True,
+                              timeout=120)
+        said = down.stdout + down.stderr
+        assert down.returncode == 0, f"make down in a moved checkout without buildx failed:\n{said}"
+        for name, pid in pids.items():
+            assert not alive(pid), f"make down in the moved checkout left its {name} (pid {pid}) running:\n{said}"
+        assert f"registry: stopped (pid {pids['registry']})" in said and \
+            f"builder: stopped (pid {pids['buildkitd']})" in said, said
+    finally:
+        kill_leftovers(pids)
+
+
+def test_make_clean_stops_the_daemons_first_and_make_down_then_says_nothing_runs(checkout_dir: Path,
+                                                                                 tmp_path: Path) -> None:
+    engine("buildkitd"), engine("buildx")
+    env = {**clean_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    checkout = tracked_copy(checkout_dir / "c")
+    pids = start_daemons(checkout, env)
+    try:
+        clean = subprocess.run(["make", "clean"], cwd=checkout, env=without_tools(env), capture_output=True,
+                               text=True, timeout=120)
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        for name, pid in pids.items():
+            assert not alive(pid), f"make clean left the checkout's {name} (pid {pid}) running:\n{clean.stdout}"
+        down = subprocess.run(["make", "down"], cwd=checkout, env=without_tools(env), capture_output=True,
+                              text=True, timeout=120)
+        assert down.returncode == 0, f"make down with nothing running failed:\n{down.stdout}{down.stderr}"
+        assert [line for line in down.stdout.splitlines() if "not running" in line] == \
+            ["builder: not running", "registry: not running", "state-server: not running"], down.stdout
+    finally:
+        kill_leftovers(pids)
+
+
+def test_a_pidfile_whose_process_is_alive_is_never_deleted(tmp_path: Path) -> None:
+    """A live ``sleep`` named by the pidfile but not recognisably this checkout's: not signalled, file kept."""
+    from rocm_bake.daemons import stop
+
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        pidfile = tmp_path / "sleep.pid"
+        pidfile.write_text(f"{stranger.pid}\n")
+        said = stop(pidfile, "sleep", tmp_path / "config.yml", "sleeper", grace_s=1)
+        assert stranger.poll() is None, "stop signalled a process that is not this checkout's"
+        assert pidfile.exists(), f"stop deleted the pidfile of a live process ({said!r})"
+        assert f"pid {stranger.pid}" in said and "left alone" in said, said
+    finally:
+        stranger.kill()
+        stranger.wait()

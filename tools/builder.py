@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -48,6 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from rocm_bake import daemons  # noqa: E402  (standard library only, like this script)
+
 TOOLS_BIN = ROOT / ".tools" / "bin"
 STATE = ROOT / ".rocm-bake" / "buildkit"
 #: This checkout's buildx config: builders registered here are seen by no other checkout.
@@ -71,11 +73,14 @@ class Builder:
         return self.state / "buildkitd.log"
 
 
-def binary(name: str) -> str:
+def find(name: str) -> str | None:
+    """``name`` in .tools/bin, else on PATH; None when neither has it (a fresh clone, or after `make clean`)."""
     path = TOOLS_BIN / name
-    if path.exists():
-        return str(path)
-    found = shutil.which(name)
+    return str(path) if path.exists() else shutil.which(name)
+
+
+def binary(name: str) -> str:
+    found = find(name)
     if found is None:
         sys.exit(f"builder: {name} not found in .tools/bin or on PATH: run `make setup`")
     return found
@@ -101,13 +106,7 @@ def buildx(*args: str, env: dict[str, str] | None = None, check: bool = True) ->
 
 def running_pid(state: Path) -> int | None:
     """The pid of the buildkitd this state dir started, if it still runs (a reused pid is not ours)."""
-    try:
-        pid = int((state / "buildkitd.pid").read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    return pid if any(arg.endswith(b"buildkitd") for arg in cmdline[:1]) and str(state).encode() in b" ".join(cmdline) \
-        else None
+    return daemons.running_pid(state / "buildkitd.pid", "buildkitd", state)
 
 
 def registered_endpoint(name: str, env: dict[str, str] | None) -> str | None:
@@ -169,7 +168,7 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
     if pid is not None and config.exists() and config.read_text() != wanted:
         print(f"builder: restarting buildkitd (pid {pid}): its registries change to {', '.join(registries)}",
               flush=True)
-        stop_daemon(state, pid)
+        daemons.stop(state / "buildkitd.pid", "buildkitd", state, "builder")
         pid = None
     if pid is None:
         config.write_text(wanted)
@@ -201,35 +200,22 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
 
 
 def stop(name: str, state: Path, env: dict[str, str] | None = None) -> None:
-    """Stop our buildkitd and remove the registration only if it names our socket (never another's)."""
-    if registered_endpoint(name, env) == f"unix://{state / 'buildkitd.sock'}":
-        buildx("rm", name, env=env, check=False)
-    pid = running_pid(state)
-    if pid is None:
-        print("builder: not running")
+    """Stop our buildkitd (by its pidfile: buildx is not needed), then remove the registration if it is ours.
+
+    Ours: it names our socket, or a socket in a checkout directory that no longer exists (this checkout
+    before it was moved). Without buildx (a fresh clone, after `make clean`) the registration stays in
+    this checkout's own buildx config; the next `make builder` takes it up again.
+    """
+    print(daemons.stop(state / "buildkitd.pid", "buildkitd", state, "builder"))
+    if find("buildx") is None:
         return
-    stop_daemon(state, pid)
-    print(f"builder: stopped buildkitd (pid {pid})")
-
-
-def stop_daemon(state: Path, pid: int) -> None:
-    """SIGTERM, up to 30 s for running builds to wind down, then SIGKILL."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-        for _ in range(300):
-            if running_pid(state) is None:
-                break
-            time.sleep(0.1)
-        else:
-            os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    (state / "buildkitd.pid").unlink(missing_ok=True)
+    endpoint = registered_endpoint(name, env)
+    if endpoint is not None and (endpoint == f"unix://{state / 'buildkitd.sock'}" or abandoned(endpoint)):
+        buildx("rm", name, env=env, check=False)
 
 
 def checkout_defaults() -> tuple[str, str]:
     """This checkout's builder name and registry (``.rocm-bake/checkout.json``, made on first use)."""
-    sys.path.insert(0, str(ROOT))
     from rocm_bake.checkout import ensure_checkout
     from rocm_bake.errors import RocmBakeError
 

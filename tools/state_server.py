@@ -29,7 +29,6 @@ import os
 import re
 import secrets
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from rocm_bake import daemons  # noqa: E402  (standard library only, like this script)
+
 TOOLS_BIN = ROOT / ".tools" / "bin"
 STATE = ROOT / ".rocm-bake" / "state-server"
 DEFAULT_BUCKET = "rocm-bake-state"
@@ -179,13 +181,7 @@ def chosen_port(state: Path) -> int:
 
 def running_pid(state: Path) -> int | None:
     """The pid of the versitygw this state dir started, if it still runs (a reused pid is not ours)."""
-    try:
-        pid = int((state / "versitygw.pid").read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    ours = cmdline[0].endswith(b"versitygw") and str(state / "data").encode() in cmdline
-    return pid if ours else None
+    return daemons.running_pid(state / "versitygw.pid", "versitygw", state)
 
 
 def listening_inodes(port: int) -> set[str]:
@@ -230,7 +226,7 @@ def launch(state: Path, port: int, keys: Credentials) -> int:
     deadline = time.monotonic() + 30
     while not listens(process.pid, port):
         if process.poll() is not None or time.monotonic() > deadline:
-            stop_daemon(state, process.pid)
+            stop_daemon(state)
             raise StateServerError(f"versitygw did not start on 127.0.0.1:{port} (log {state / 'versitygw.log'}): "
                                    + log_tail(state, keys.secret_access_key).strip().replace("\n", " | "))
         time.sleep(0.1)
@@ -269,31 +265,13 @@ def start(state: Path = STATE, bucket: str = DEFAULT_BUCKET) -> StateServer:
 
 
 def stop(state: Path = STATE) -> None:
-    pid = running_pid(state)
-    if pid is None:
-        say("not running")
-        return
-    stop_daemon(state, pid)
-    say(f"stopped versitygw (pid {pid}); the buckets stay in {state / 'data'}")
+    said = stop_daemon(state)
+    print(f"{said}; the buckets stay in {state / 'data'}" if "stopped" in said else said, flush=True)
 
 
-def stop_daemon(state: Path, pid: int) -> None:
-    """SIGTERM to its session, up to 10 s to finish writes in flight, then SIGKILL."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-        for _ in range(100):
-            if running_pid(state) is None:
-                break
-            try:
-                os.waitpid(pid, os.WNOHANG)  # reap it when it is our own child (tests start it in-process)
-            except ChildProcessError:
-                pass
-            time.sleep(0.1)
-        else:
-            os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    (state / "versitygw.pid").unlink(missing_ok=True)
+def stop_daemon(state: Path) -> str:
+    """SIGTERM to its session, up to 10 s to finish writes in flight, then SIGKILL (``rocm_bake.daemons``)."""
+    return daemons.stop(state / "versitygw.pid", "versitygw", state, "state-server", grace_s=10.0)
 
 
 def print_exports(server: StateServer) -> None:
