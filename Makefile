@@ -16,20 +16,20 @@ POLICY_PACK = --policy-pack $(CURDIR)/policy
 # registers a local buildkitd under that name with the remote driver, the same
 # path a build farm takes (remote or kubernetes driver). REGISTRY_PORT= and
 # BUILDER= on the make line override them for that run; the stacks get them
-# as the defaults of rocm-bake:registry and rocm-bake:builder.
-CHECKOUT := $(shell $(PYTHON) -m rocm_bake.checkout --make)
-ifeq ($(words $(CHECKOUT)),2)
-else
-$(error .rocm-bake/checkout.json: no registry port and builder name (the line above says why))
-endif
+# as the defaults of rocm-bake:registry and rocm-bake:builder. The choice is
+# made (once, then kept) only when a recipe uses them: `make help` and
+# `make down` write nothing and claim no port.
+CHECKOUT = $(eval CHECKOUT := $(shell $(PYTHON) -m rocm_bake.checkout --make))$(if $(filter 2,$(words $(CHECKOUT))),$(CHECKOUT),$(error .rocm-bake/checkout.json: no registry port and builder name (the line above says why)))
 REGISTRY_PORT ?= $(word 1,$(CHECKOUT))
 BUILDER ?= $(word 2,$(CHECKOUT))
+# BUILDER= given on the make line or in the environment (else: the checkout's record, read by the tool).
+BUILDER_GIVEN = $(if $(filter-out file undefined,$(origin BUILDER)),--name $(BUILDER))
 # buildx keeps builders in this checkout's own config, never ~/.docker/buildx.
 export BUILDX_CONFIG ?= $(CURDIR)/.rocm-bake/buildx
 # What the Pulumi program takes as this run's registry and builder (rocm_bake/checkout.py).
 PULUMI_TARGETS := up preview demo demo-destroy
-$(PULUMI_TARGETS): export ROCM_BAKE_REGISTRY := 127.0.0.1:$(REGISTRY_PORT)
-$(PULUMI_TARGETS): export ROCM_BAKE_BUILDER := $(BUILDER)
+$(PULUMI_TARGETS): export ROCM_BAKE_REGISTRY = 127.0.0.1:$(REGISTRY_PORT)
+$(PULUMI_TARGETS): export ROCM_BAKE_BUILDER = $(BUILDER)
 REGISTRY_DIR ?= $(CURDIR)/.registry
 # The local registry serves TLS from this checkout's own CA (made once here,
 # key 0600): the docker-build provider reads registries over https only, so
@@ -94,13 +94,13 @@ builder: engines registry-tls ## start this checkout's buildkitd and register it
 	$(PYTHON) tools/builder.py start --name $(BUILDER) --registry 127.0.0.1:$(REGISTRY_PORT) --registry-ca $(TLS_DIR)/ca.pem
 
 builder-stop: ## stop that buildkitd and unregister the builder
-	$(PYTHON) tools/builder.py stop --name $(BUILDER)
+	$(PYTHON) tools/builder.py stop $(BUILDER_GIVEN)
 
 # Stops what this checkout started, and nothing else: its builder, its registry
 # and its state server, each known by its pidfile and its own path in its
 # command line (rocm_bake/daemons.py). Their data stays.
 down: ## stop this checkout's builder, registry and state server, nothing else (their data stays)
-	$(PYTHON) tools/builder.py stop --name $(BUILDER)
+	$(PYTHON) tools/builder.py stop $(BUILDER_GIVEN)
 	$(PYTHON) -m rocm_bake.registry.local stop --root $(REGISTRY_DIR)
 	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
 	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server

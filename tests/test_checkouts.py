@@ -342,3 +342,17 @@ def test_a_pidfile_whose_process_is_alive_is_never_deleted(tmp_path: Path) -> No
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_make_help_and_make_down_in_a_fresh_clone_write_nothing(checkout_dir: Path, tmp_path: Path) -> None:
+    """No checkout record, no machine-wide port claim: only targets that start something choose those."""
+    env = without_tools({**clean_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    checkout = tracked_copy(checkout_dir / "fresh")
+    for target in ("help", "down"):
+        result = subprocess.run(["make", target], cwd=checkout, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"make {target} in a fresh clone failed:\n{result.stdout}{result.stderr}"
+        written = sorted(str(p.relative_to(checkout)) for p in (checkout / ".rocm-bake").rglob("*")) \
+            if (checkout / ".rocm-bake").exists() else []
+        assert written == [], f"make {target} wrote {written}"
+        assert not (tmp_path / "cache" / "rocm-bake" / "ports").exists() or \
+            list((tmp_path / "cache" / "rocm-bake" / "ports").iterdir()) == [], f"make {target} claimed a port"

@@ -184,12 +184,14 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 
 
 def copy_makefiles(root: Path) -> None:
-    """The Makefile, mk/ and what the Makefile runs as it is read (rocm_bake/checkout.py, standard library only)."""
+    """The Makefile, mk/ and what it runs with the system Python (the checkout record, `make down`'s stops)."""
     shutil.copy(ROOT / "Makefile", root / "Makefile")
     shutil.copytree(ROOT / "mk", root / "mk")
-    (root / "rocm_bake").mkdir()
-    for name in ("__init__.py", "checkout.py", "errors.py"):
-        shutil.copy(ROOT / "rocm_bake" / name, root / "rocm_bake" / name)
+    for name in ("rocm_bake/__init__.py", "rocm_bake/checkout.py", "rocm_bake/errors.py", "rocm_bake/daemons.py",
+                 "rocm_bake/lazy_face.py", "rocm_bake/registry/__init__.py", "rocm_bake/registry/local.py",
+                 "tools/builder.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, root / name)
 
 
 @pytest.fixture(scope="module")

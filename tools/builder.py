@@ -199,7 +199,7 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
     return Builder(name, state, pid)
 
 
-def stop(name: str, state: Path, env: dict[str, str] | None = None) -> None:
+def stop(name: str | None, state: Path, env: dict[str, str] | None = None) -> None:
     """Stop our buildkitd (by its pidfile: buildx is not needed), then remove the registration if it is ours.
 
     Ours: it names our socket, or a socket in a checkout directory that no longer exists (this checkout
@@ -207,7 +207,7 @@ def stop(name: str, state: Path, env: dict[str, str] | None = None) -> None:
     this checkout's own buildx config; the next `make builder` takes it up again.
     """
     print(daemons.stop(state / "buildkitd.pid", "buildkitd", state, "builder"))
-    if find("buildx") is None:
+    if name is None or find("buildx") is None:
         return
     endpoint = registered_endpoint(name, env)
     if endpoint is not None and (endpoint == f"unix://{state / 'buildkitd.sock'}" or abandoned(endpoint)):
@@ -226,6 +226,19 @@ def checkout_defaults() -> tuple[str, str]:
     return checkout.builder, checkout.registry
 
 
+def recorded_name() -> str | None:
+    """This checkout's builder name if it has chosen one (stop never makes the record, nor fails on a bad one)."""
+    from rocm_bake.checkout import load_checkout
+    from rocm_bake.errors import RocmBakeError
+
+    try:
+        checkout = load_checkout(ROOT)
+    except RocmBakeError as exc:
+        print(f"builder: {exc} (the buildkitd is still stopped; its buildx registration is left)", file=sys.stderr)
+        return None
+    return checkout.builder if checkout is not None else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("start", "stop", "status"))
@@ -237,13 +250,13 @@ def main() -> None:
                         help="reach the registries named over TLS trusting this CA (make registry's "
                              ".rocm-bake/tls/ca.pem); without it, plain HTTP to loopback only")
     args = parser.parse_args()
-    name, registry = checkout_defaults()
     # The checkout's own buildx config unless the caller chose one (the Makefile exports it).
     env = {"BUILDX_CONFIG": os.environ.get("BUILDX_CONFIG") or str(BUILDX_CONFIG)}
     if args.action == "start":
+        name, registry = checkout_defaults()
         start(args.name or name, args.state, args.registry or [registry], env=env, ca=args.registry_ca)
     elif args.action == "stop":
-        stop(args.name or name, args.state, env=env)
+        stop(args.name or recorded_name(), args.state, env=env)
     else:
         pid = running_pid(args.state)
         print(f"builder: {'running, pid ' + str(pid) if pid else 'not running'}")
