@@ -23,6 +23,16 @@ import time
 from pathlib import Path
 
 
+#: What the user's shell may hold for pulumi's state bucket (the export lines ``make state-server`` prints):
+#: no daemon of ours needs those keys, so none inherits them for its whole life.
+NOT_FOR_DAEMONS = ("AWS_",)
+
+
+def daemon_env(also: tuple[str, ...] = ()) -> dict[str, str]:
+    """This process's environment for a daemon it starts: without ``NOT_FOR_DAEMONS`` (and ``also``) variables."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(NOT_FOR_DAEMONS + also)}
+
+
 def cmdline(pid: int) -> list[bytes]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -88,7 +98,7 @@ def stop(pidfile: Path, program: str, marker: Path, name: str, grace_s: float = 
     except PermissionError:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while running_pid(pidfile, program, marker) is not None:
+    while alive(pid):  # not its identity: a process tearing down has no cmdline any more, yet still runs
         reap(pid)
         if time.monotonic() > deadline:
             try:
@@ -100,6 +110,14 @@ def stop(pidfile: Path, program: str, marker: Path, name: str, grace_s: float = 
     reap(pid)
     pidfile.unlink(missing_ok=True)
     return f"{name}: stopped (pid {pid})"
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def reap(pid: int) -> None:

@@ -177,7 +177,7 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
             process = subprocess.Popen(
                 [binary("buildkitd"), "--root", str(state / "root"), "--addr", f"unix://{socket}",
                  "--config", str(state / "buildkitd.toml")],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=daemons.daemon_env(),
             )
         pid = process.pid
         (state / "buildkitd.pid").write_text(str(pid))

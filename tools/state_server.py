@@ -148,7 +148,10 @@ def free_port() -> int:
 
 
 def port_taken(port: int) -> bool:
+    """Whether something listens on ``port`` (a closed connection of our own server in TIME_WAIT does not count:
+    versitygw binds with SO_REUSEADDR, and so does this probe)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -215,7 +218,7 @@ def log_tail(state: Path, secret: str) -> str:
 
 def launch(state: Path, port: int, keys: Credentials) -> int:
     """Start versitygw (own session, keys in its environment only) and wait until it listens on ``port``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ROOT_", "VGW_"))}
+    env = daemons.daemon_env(also=("ROOT_", "VGW_"))
     env.update({"ROOT_ACCESS_KEY": keys.access_key_id, "ROOT_SECRET_KEY": keys.secret_access_key})
     with (state / "versitygw.log").open("a") as log:
         process = subprocess.Popen(
@@ -236,6 +239,7 @@ def launch(state: Path, port: int, keys: Credentials) -> int:
 def start(state: Path = STATE, bucket: str = DEFAULT_BUCKET) -> StateServer:
     """Start versitygw on this checkout's port unless it runs already; make sure the bucket exists."""
     bucket = checked_bucket(bucket)
+    refuse_a_lost_bucket(state, bucket)
     (state / "data").mkdir(parents=True, exist_ok=True)
     state.chmod(0o700)  # the checkpoints are the team's: only through the S3 API, never by another local user
     keys = credentials(state)
@@ -261,7 +265,29 @@ def start(state: Path = STATE, bucket: str = DEFAULT_BUCKET) -> StateServer:
     if not server.bucket_dir.is_dir():
         server.bucket_dir.mkdir()
         say(f"made bucket {bucket} ({server.bucket_dir})")
+    made = made_buckets(state)
+    if bucket not in made:
+        (state / "buckets").write_text("".join(f"{name}\n" for name in sorted({*made, bucket})))
     return server
+
+
+def made_buckets(state: Path) -> set[str]:
+    """The buckets this state dir has served (``state/buckets``): one that is missing now was lost, not new."""
+    try:
+        return set((state / "buckets").read_text().split())
+    except OSError:
+        return set()
+
+
+def refuse_a_lost_bucket(state: Path, bucket: str) -> None:
+    """A bucket served here before whose directory (or the whole data dir) is gone is said, never remade empty."""
+    where = state / "data" / bucket
+    if bucket in made_buckets(state) and not where.is_dir():
+        gone = "the data directory" if not (state / "data").is_dir() else "the bucket's directory"
+        raise StateServerError(
+            f"bucket {bucket} is gone ({gone} was deleted): the team's state it held (every stack's checkpoints) was "
+            f"in {where}. Restore it there; to start an empty bucket on purpose, remove the line {bucket!r} from "
+            f"{state / 'buckets'}")
 
 
 def stop(state: Path = STATE) -> None:
