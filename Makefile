@@ -124,10 +124,10 @@ include mk/pulumi.mk
 # A real stack: real ROCm bases from stack config, the local registry and
 # builder unless the stack names others.
 up: setup registry builder stack-$(ARCH) ## pulumi up of stack ARCH on real ROCm bases (make up ARCH=gfx1151)
-	$(ENGINE_RUN) --log $(STATE_DIR)/logs/up-$(ARCH).log --stack $(ARCH) -- $(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/up-$(ARCH).log --stack $(ARCH) -- $(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK)
 
 preview: setup stack-$(ARCH) ## pulumi preview of stack ARCH: the dry run
-	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/preview-$(ARCH).log --stack $(ARCH) -- $(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK)
 
 # The CA is made once; the server certificate and bundle are remade when needed.
 registry-tls: $(BIN)/rocm-bake ## make this checkout's registry CA once (.rocm-bake/tls) and its server certificate
