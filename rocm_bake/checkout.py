@@ -125,16 +125,17 @@ def claim_is_live(claim: Path, port: int) -> bool:
         if time.time() - claim.stat().st_mtime < 60:
             return True
         held = load_checkout(Path(claim.read_text(encoding="utf-8").strip()))
-    except (OSError, UnicodeDecodeError, RocmBakeError):
+    except (OSError, ValueError, RocmBakeError):  # unreadable, not UTF-8, a NUL byte: not a claim we wrote
         return False
     return held is not None and held.registry_port == port
 
 
 def claim_owner(claim: Path) -> Path | None:
     try:
-        return Path(claim.read_text(encoding="utf-8").strip())
-    except (OSError, UnicodeDecodeError):
+        text = claim.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
         return None
+    return Path(text) if text and "\0" not in text else None
 
 
 def claim(port: int, root: Path) -> bool:
@@ -191,6 +192,12 @@ def ensure_checkout(root: Path) -> tuple[Checkout, bool]:
     """The record, made on first use; True when this call made it. Two racing makes agree (atomic link)."""
     existing = load_checkout(root)
     if existing is not None:
+        if not claim(existing.registry_port, root):  # a hand-edited port is held to the same rule
+            owner = claim_owner(claims_dir() / str(existing.registry_port))
+            raise RocmBakeError(
+                f"{record_path(root)}: registry_port {existing.registry_port} is claimed by checkout {owner} "
+                f"({claims_dir() / str(existing.registry_port)}); choose another port there, or delete the record "
+                "to choose anew")
         return existing, False
     cid = secrets.token_hex(4)
     chosen = Checkout(cid, choose_port(root), f"{BUILDER_PREFIX}{cid}")

@@ -356,3 +356,29 @@ def test_make_help_and_make_down_in_a_fresh_clone_write_nothing(checkout_dir: Pa
         assert written == [], f"make {target} wrote {written}"
         assert not (tmp_path / "cache" / "rocm-bake" / "ports").exists() or \
             list((tmp_path / "cache" / "rocm-bake" / "ports").iterdir()) == [], f"make {target} claimed a port"
+
+
+def test_a_recorded_port_another_checkout_claimed_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hand-edited registry_port is checked against the machine-wide claims like a chosen one."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    holder, _ = ensure_checkout(tmp_path / "one")
+    mine, _ = ensure_checkout(tmp_path / "two")
+    record = tmp_path / "two" / ".rocm-bake" / "checkout.json"
+    record.write_text(json.dumps({"id": mine.id, "registry_port": holder.registry_port, "builder": mine.builder}))
+    with pytest.raises(RocmBakeError) as refused:
+        ensure_checkout(tmp_path / "two")
+    said = str(refused.value)
+    assert f"registry_port {holder.registry_port}" in said and str(tmp_path / "one") in said, said
+    record.write_text(json.dumps({"id": mine.id, "registry_port": 80, "builder": mine.builder}))
+    assert ensure_checkout(tmp_path / "two")[0].registry_port == 80, "a free port is claimed for it"
+    assert claim(80, tmp_path / "one") is False, "the edited port was not claimed machine-wide"
+
+
+def test_a_claim_file_with_a_nul_byte_is_stale_not_a_traceback(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    claims = tmp_path / "cache" / "rocm-bake" / "ports"
+    claims.mkdir(parents=True)
+    (claims / "12345").write_bytes(b"/some\0where\n")
+    os.utime(claims / "12345", (time.time() - 120, time.time() - 120))
+    assert claim(12345, tmp_path / "mine")
