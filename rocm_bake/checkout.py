@@ -113,6 +113,15 @@ def local_defaults(root: Path, environ: dict[str, str] | None = None) -> dict[st
     return defaults
 
 
+def defaults_owner(root: Path) -> str:
+    """Who the defaults of :func:`local_defaults` belong to: the checkout's id, or its path before it has one."""
+    try:
+        checkout = load_checkout(root)
+    except RocmBakeError:
+        checkout = None
+    return f"checkout {checkout.id}" if checkout is not None else str(root.resolve())
+
+
 def claims_dir() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "rocm-bake" / "ports"

@@ -358,6 +358,22 @@ def test_make_help_and_make_down_in_a_fresh_clone_write_nothing(checkout_dir: Pa
             list((tmp_path / "cache" / "rocm-bake" / "ports").iterdir()) == [], f"make {target} claimed a port"
 
 
+def test_image_home_refuses_only_another_checkouts_defaults() -> None:
+    from components.image_home import HomeInputs, takeover
+
+    recorded = HomeInputs("s", "127.0.0.1:1111", "rocm-bake-aaaaaaaa", "checkout aaaaaaaa")
+    other = HomeInputs("s", "127.0.0.1:2222", "rocm-bake-bbbbbbbb", "checkout bbbbbbbb")
+    refused = takeover(recorded, other)
+    assert refused is not None and all(v in refused for v in ("127.0.0.1:1111", "rocm-bake-aaaaaaaa",
+                                                              "127.0.0.1:2222", "rocm-bake-bbbbbbbb"))
+    assert takeover(recorded, HomeInputs("s", "127.0.0.1:3333", "rocm-bake-aaaaaaaa", "checkout aaaaaaaa")) is None, \
+        "the same checkout may move its own stack (REGISTRY_PORT= on the make line)"
+    assert takeover(recorded, HomeInputs("s", "reg.team:5000", "farm", None)) is None, "a stack file's names win"
+    assert takeover(HomeInputs("s", "reg.team:5000", "farm", None), other) is not None, \
+        "dropping the names from a stack file does not hand it to whoever runs next"
+    assert takeover(recorded, HomeInputs("s", "127.0.0.1:1111", "rocm-bake-aaaaaaaa", "checkout bbbbbbbb")) is None
+
+
 def test_a_recorded_port_another_checkout_claimed_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A hand-edited registry_port is checked against the machine-wide claims like a chosen one."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -382,3 +398,4 @@ def test_a_claim_file_with_a_nul_byte_is_stale_not_a_traceback(tmp_path: Path,
     (claims / "12345").write_bytes(b"/some\0where\n")
     os.utime(claims / "12345", (time.time() - 120, time.time() - 120))
     assert claim(12345, tmp_path / "mine")
+
