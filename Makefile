@@ -43,7 +43,7 @@ TRUST_REGISTRY = if [ -f $(TLS_DIR)/ca.pem ]; then SSL_CERT_FILE=$$($(BIN)/pytho
 # benchmark, chromium for the landing-page test, openssl for the registry's TLS.
 APT_PACKAGES ?= docker-registry openssl openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: help setup apt lock engines builder builder-stop down test test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: help setup apt lock engines builder builder-stop down forget test test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines ## everything the rest needs: Debian packages, the venv from requirements.lock, the engines (first time ~12 min)
 
@@ -104,6 +104,10 @@ down: ## stop this checkout's builder, registry and state server, nothing else (
 	$(PYTHON) -m rocm_bake.registry.local stop --root $(REGISTRY_DIR)
 	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
 	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server
+
+# The way back, before removing .rocm-bake: what this checkout left outside itself.
+forget: down ## stop the daemons, then remove this checkout's port claim (~/.cache/rocm-bake/ports) and Pulumi workspace file (~/.pulumi/workspaces)
+	$(PYTHON) -m rocm_bake.checkout --forget
 
 test: setup ## run every test, the real-engine lifecycle included
 	$(BIN)/python -m pytest

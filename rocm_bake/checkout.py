@@ -14,11 +14,12 @@ Ports come from below the kernel's ephemeral range, where no outgoing
 connection can be holding them when the registry starts.
 
 Standard library only: ``make`` runs it with the system Python before the
-venv exists. Usage: ``python3 -m rocm_bake.checkout [--make]``.
+venv exists. Usage: ``python3 -m rocm_bake.checkout [--make | --forget]``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -225,6 +226,40 @@ def ensure_checkout(root: Path) -> tuple[Checkout, bool]:
     return chosen, True
 
 
+def pulumi_workspace(root: Path) -> Path:
+    """The Pulumi CLI's per-project file for this checkout (its selected stacks):
+    ``$PULUMI_HOME/workspaces/<project>-<sha1 of Pulumi.yaml's path>-workspace.json``."""
+    project_file = root / "Pulumi.yaml"
+    name = "rocm-bake"
+    try:
+        for line in project_file.read_text(encoding="utf-8").splitlines():
+            if line.startswith("name:"):
+                name = line.partition(":")[2].strip().strip("'\"")
+                break
+    except OSError:
+        pass
+    home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+    digest = hashlib.sha1(str(project_file).encode()).hexdigest()
+    return home / "workspaces" / f"{name}-{digest}-workspace.json"
+
+
+def forget(root: Path) -> list[Path]:
+    """Remove what this checkout left outside itself: its port claim (only if it names this checkout) and
+    Pulumi's workspace file for it. The record stays; the next ``make`` that needs the port claims it again."""
+    removed = []
+    checkout = load_checkout(root)
+    if checkout is not None:
+        held = claims_dir() / str(checkout.registry_port)
+        if claim_owner(held) == root:
+            held.unlink(missing_ok=True)
+            removed.append(held)
+    workspace = pulumi_workspace(root)
+    if workspace.exists():
+        workspace.unlink()
+        removed.append(workspace)
+    return removed
+
+
 def describe(checkout: Checkout, root: Path) -> str:
     return (f"checkout {checkout.id}: registry {checkout.registry}, buildx builder {checkout.builder!r} "
             f"(BUILDX_CONFIG {root / STATE_DIR / 'buildx'}; recorded in {record_path(root)})")
@@ -233,6 +268,17 @@ def describe(checkout: Checkout, root: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     root = ROOT
+    if args == ["--forget"]:
+        try:
+            removed = forget(root)
+        except RocmBakeError as exc:
+            print(f"rocm-bake: error: {exc}", file=sys.stderr)
+            return 2
+        for path in removed:
+            print(f"forget: removed {path}")
+        if not removed:
+            print("forget: nothing of this checkout's outside it (no port claim, no Pulumi workspace file)")
+        return 0
     try:
         checkout, created = ensure_checkout(root)
     except RocmBakeError as exc:

@@ -399,3 +399,28 @@ def test_a_claim_file_with_a_nul_byte_is_stale_not_a_traceback(tmp_path: Path,
     os.utime(claims / "12345", (time.time() - 120, time.time() - 120))
     assert claim(12345, tmp_path / "mine")
 
+
+def test_make_forget_removes_this_checkouts_port_claim_and_pulumi_workspace_only(checkout_dir: Path,
+                                                                                  tmp_path: Path) -> None:
+    """The way back: what a checkout left outside itself (its port claim, Pulumi's workspace file) goes with it."""
+    import hashlib
+
+    env = without_tools({**clean_env(), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                         "PULUMI_HOME": str(tmp_path / "pulumi-home")})
+    mine, other = tracked_copy(checkout_dir / "mine"), tracked_copy(checkout_dir / "other")
+    workspaces = tmp_path / "pulumi-home" / "workspaces"
+    workspaces.mkdir(parents=True)
+    left = {}
+    for checkout in (mine, other):
+        port = subprocess.run([sys.executable, "-m", "rocm_bake.checkout", "--make"], cwd=checkout, env=env,
+                              capture_output=True, text=True, check=True).stdout.split()[0]
+        digest = hashlib.sha1(str(checkout / "Pulumi.yaml").encode()).hexdigest()
+        workspace = workspaces / f"rocm-bake-{digest}-workspace.json"
+        workspace.write_text('{"stacks": {}}')
+        left[checkout] = [tmp_path / "cache" / "rocm-bake" / "ports" / port, workspace]
+    forgot = subprocess.run(["make", "forget"], cwd=mine, env=env, capture_output=True, text=True, timeout=60)
+    assert forgot.returncode == 0, forgot.stdout + forgot.stderr
+    assert [str(p) for p in left[mine] if p.exists()] == [], f"make forget left these behind:\n{forgot.stdout}"
+    assert all(p.exists() for p in left[other]), "make forget removed another checkout's claim or workspace"
+    for path in left[mine]:
+        assert f"forget: removed {path}" in forgot.stdout, forgot.stdout
