@@ -115,12 +115,14 @@ def local_defaults(root: Path, environ: dict[str, str] | None = None) -> dict[st
 
 
 def defaults_owner(root: Path) -> str:
-    """Who the defaults of :func:`local_defaults` belong to: the checkout's id, or its path before it has one."""
+    """Who the defaults of :func:`local_defaults` belong to: ``checkout <id>`` (before it has a record, an id
+    made from its path: a path may hold any text, an arch name included, and this value is a resource input)."""
     try:
         checkout = load_checkout(root)
     except RocmBakeError:
         checkout = None
-    return f"checkout {checkout.id}" if checkout is not None else str(root.resolve())
+    cid = checkout.id if checkout is not None else hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:8]
+    return f"checkout {cid}"
 
 
 def claims_dir() -> Path:
