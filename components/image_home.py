@@ -22,6 +22,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateRes
 
 from components.dynamic import ProviderInputs
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.resource_types import IMAGE_HOME
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class ImageHomeProvider(ResourceProvider):
         return UpdateResult(outs=HomeInputs.from_props(news).outputs())
 
 
-class ImageHome(pulumi.dynamic.Resource, module="images", name="ImageHome"):
+class ImageHome(pulumi.dynamic.Resource, module=IMAGE_HOME.module, name=IMAGE_HOME.name):
     """The stack's registry and builder, and whose checkout chose them (see the module's doc)."""
 
     registry: pulumi.Output[str]
