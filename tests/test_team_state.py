@@ -280,11 +280,13 @@ DEFAULTS_STACK = f"team-defaults-{secrets.token_hex(3)}"
 
 
 def with_checkout_record(project: PulumiProject, checkout_id: str, registry: str, builder: str) -> PulumiProject:
-    """Give the project copy a checkout record (as `make` writes it): its own registry port and builder."""
+    """Give the project copy a checkout record (as `make` writes it): its own registry port and builder, and its
+    buildx config where this run's BUILDX_CONFIG points (as `make` and .tools/bin/pulumi give it)."""
     record = project.dir / ".rocm-bake" / "checkout.json"
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"id": checkout_id, "registry_port": int(registry.rsplit(":", 1)[1]),
                                   "builder": builder}))
+    (project.dir / ".rocm-bake" / "buildx").symlink_to(project.env["BUILDX_CONFIG"])
     project.env = {k: v for k, v in project.env.items() if not k.startswith("ROCM_BAKE_")}
     return project
 
