@@ -332,6 +332,8 @@ def test_a_pidfile_whose_process_is_alive_is_never_deleted(tmp_path: Path) -> No
     from rocm_bake.daemons import stop
 
     stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    while not Path(f"/proc/{stranger.pid}/cmdline").read_bytes():  # vfork: Popen may return mid-exec
+        time.sleep(0.01)
     try:
         pidfile = tmp_path / "sleep.pid"
         pidfile.write_text(f"{stranger.pid}\n")
