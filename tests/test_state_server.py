@@ -181,7 +181,7 @@ def test_a_deleted_bucket_or_data_dir_is_said_never_silently_remade(state) -> No
 def test_the_pasted_aws_keys_reach_no_daemon(state, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The export lines put AWS keys into the user's shell; versitygw, buildkitd and the registry never hold them."""
     from rocm_bake.registry.local import start as start_registry, stop_registry
-    from rocm_bake.registry.server import free_port
+    from rocm_bake.ports import free_port
     from tests.engine_fixtures import builder_tool
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "rbPASTEDKEYID")
