@@ -28,6 +28,7 @@ from typing import NamedTuple
 import httpx
 import yaml
 
+from rocm_bake.daemons import daemon_env
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.ports import free_port
 from rocm_bake.registry.tls import RegistryTls, ensure_tls
@@ -118,6 +119,7 @@ def spawn(root: Path, port: int, *, detach: bool, tls: RegistryTls | None = None
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=detach,
+            env=daemon_env(),
         )
     finally:
         log.close()
