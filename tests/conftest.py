@@ -33,7 +33,8 @@ from tests import services  # noqa: E402  (after the path line: tests/ imports a
 SERVICE_MODULES = {
     "test_check_dockerfiles", "test_checkouts", "test_config_engine", "test_engine_run", "test_engines",
     "test_extract", "test_gpu_test", "test_gpu_test_engine", "test_language_host", "test_lifecycle",
-    "test_publish_rotation", "test_registry", "test_resume", "test_state_server", "test_team_state",
+    "test_publish_rotation", "test_registry", "test_registry_login", "test_resume", "test_state_server",
+    "test_team_state", "test_arches_engine",
 }
 #: Shared fixtures (tests/*_fixtures.py) that start a service: a test using one is a service test wherever it is.
 SERVICE_FIXTURES = {"registry", "buildkit", "base_ref", "engines_built", "proxy", "ssh_node"}

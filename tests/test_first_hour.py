@@ -188,7 +188,8 @@ def copy_makefiles(root: Path) -> None:
     shutil.copy(ROOT / "Makefile", root / "Makefile")
     shutil.copytree(ROOT / "mk", root / "mk")
     for name in ("rocm_bake/__init__.py", "rocm_bake/checkout.py", "rocm_bake/errors.py", "rocm_bake/daemons.py",
-                 "rocm_bake/lazy_face.py", "rocm_bake/registry/__init__.py", "rocm_bake/registry/local.py",
+                 "rocm_bake/lazy_face.py", "rocm_bake/loopback.py", "rocm_bake/registry/__init__.py",
+                 "rocm_bake/registry/local.py",
                  "tools/builder.py"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, root / name)
