@@ -98,7 +98,7 @@ def with_hint(lines: list[str]) -> list[str]:
     return [*lines, CHECK_HINT] if lines else []
 
 
-_METAPACKAGE_WHEEL = re.compile(r"^rocm_torch-(?P<version>[^-]+)-py3-none-any\.whl$")
+_METAPACKAGE_WHEEL = re.compile(rf"^{METAPACKAGE.replace('-', '_')}-(?P<version>[^-]+)-py3-none-any\.whl$")
 
 
 def metapackage_version_of(filenames: list[str]) -> str | None:

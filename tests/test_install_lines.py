@@ -128,3 +128,9 @@ def test_the_readme_lines_are_what_the_writer_writes() -> None:
         version = re.search(r"==([^']+)'", command)
         written = lines_for(url.group(1), url.group(2), version.group(1) if version else None)
         assert command in written, f"README line is not what rocm_bake.install_line writes:\n{command}\n{written}"
+
+
+def test_the_readme_says_why_and_what_to_do_about_the_name() -> None:
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert "which PyPI refuses to host" in text and "`--require-hashes` also refuses a same-version copy" in text
+    assert "register it there as a placeholder" in text and "rename the metapackage to a name it owns" in text

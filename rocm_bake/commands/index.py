@@ -155,6 +155,11 @@ def _print_build(result: dict[str, Any], as_json: bool, dist: Path) -> None:
     print(f"{result['index_dir']}: {result['wheel_count']} wheels (metapackage {result['metapackage']})"
           + (" — unchanged" if result.get("unchanged") else f" — {result.get('files_written', 0)} file(s) written"))
     print(f"index_sha256 {result['index_sha256']}")
+    if result.get("exposed"):
+        print(f"exposed pins (no local version segment: a public index could serve the same version; only the "
+              f"hash lock refuses another file): {', '.join(result['exposed'])}")
+    if result.get("lock_missing"):
+        print(f"lock: missing (no requirements.txt beside the index, no hash-locked line): {result['lock_missing']}")
     print("install (from this host; served elsewhere, `rocm-bake index lines --base URL` gives that base's):")
     print("\n".join(index_lines(dist, result["dir_name"])))
 
@@ -165,7 +170,7 @@ def run_build(args: argparse.Namespace) -> int:
     # The warm path: nothing changed since the last build, proven from stat alone.
     arch: ArchSet = args.arch
     hit = stamp.quick_result(args.out, arch.dir_name, arch.spelling, args.wheels, args.wheel_url, args.rocm_version)
-    if hit is None:
+    if hit is None or "lock" not in hit:  # built before indexes had locks: built again, with its lock
         from rocm_bake.index import build_index
 
         with _quiet(args):
