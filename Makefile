@@ -1,7 +1,7 @@
 # Fresh machine: `make demo` runs the main job here (engines, registry,
 # BuildKit, `pulumi up` of the demo stack); `make up ARCH=...` runs a real
 # stack (real ROCm bases); `make test` runs every test. `make setup` is the
-# step they share: apt packages, the venv, and the engines built from Go.
+# step they share: apt packages, the venv, and the engines (installed ones that fit the pins, else built from Go).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -43,7 +43,7 @@ TRUST_REGISTRY = if [ -f $(TLS_DIR)/ca.pem ]; then SSL_CERT_FILE=$$($(BIN)/pytho
 # benchmark, chromium for the landing-page test, openssl for the registry's TLS.
 APT_PACKAGES ?= docker-registry openssl openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: help setup apt lock engines builder builder-stop down test test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: help setup apt venv lock engines builder builder-stop down test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines ## everything the rest needs: Debian packages, the venv from requirements.lock, the engines (first time ~12 min)
 
@@ -84,11 +84,15 @@ lock: $(BIN)/rocm-bake ## rewrite requirements.lock from pyproject.toml with has
 	  | $(BIN)/uv pip compile pyproject.toml - --extra test --extra bench --universal --python-version 3.11 \
 	      --generate-hashes --custom-compile-command "make lock" --quiet --output-file requirements.lock
 
-# The Pulumi CLI, our Python language host, the docker-build plugin, BuildKit
-# and buildx, built from the Go modules pinned in tools/ and cached by version
-# outside the work tree (tools/engines.py); the CLI is .tools/bin/pulumi.
-engines: ## build the Go engines (Pulumi CLI, plugins, BuildKit, buildx, actionlint) once per machine; link .tools/bin
-	$(PYTHON) tools/engines.py
+# The Pulumi CLI, its Python language host, the docker-build plugin, BuildKit,
+# buildx, versitygw and actionlint: the ones installed here when compatible
+# with the pins in tools/ (same major version, not older; the plugin at exactly
+# its pin), else built from the Go modules pinned there and cached by version
+# outside the work tree (tools/engines.py). One line per engine says which.
+# ENGINES=build builds every one. The CLI is .tools/bin/pulumi either way.
+ENGINES ?= installed
+engines: ## take the installed engines that fit the pins, build the rest from Go (ENGINES=build: all); link .tools/bin
+	$(PYTHON) tools/engines.py --engines $(ENGINES)
 
 builder: engines registry-tls ## start this checkout's buildkitd and register it as the buildx builder (BUILDER)
 	$(PYTHON) tools/builder.py start --name $(BUILDER) --registry 127.0.0.1:$(REGISTRY_PORT) --registry-ca $(TLS_DIR)/ca.pem
@@ -105,7 +109,14 @@ down: ## stop this checkout's builder, registry and state server, nothing else (
 	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
 	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server
 
-test: setup ## run every test, the real-engine lifecycle included
+# The two loops (tests/conftest.py): tests marked `services` start the engine,
+# BuildKit, a registry, sshd, versitygw or a farm; the rest need only the venv.
+venv: .tools/bin/rocm-bake ## the venv from requirements.lock, rocm-bake in .tools/bin: all test-fast needs (no apt, no engines)
+
+test-fast: venv ## the tests that start no engine or daemon (-m "not services"): the loop while you edit
+	$(BIN)/python -m pytest -m "not services"
+
+test: setup ## every test, the fast ones first, then the services (the real-engine lifecycle included): what CI runs
 	$(BIN)/python -m pytest
 
 # Go tests of our own language host (tools/pulumi-language-python), with the Go caches
@@ -192,7 +203,7 @@ clean: ## remove what setup put in this checkout (.venv, .tools, build leftovers
 	@for path in dist .rocm-bake .registry "$${XDG_CACHE_HOME:-$$HOME/.cache}/rocm-bake"; do \
 	  [ -e "$$path" ] && echo "clean: kept $$path ($$(du -sh "$$path" | cut -f1))"; \
 	done; true
-	@echo "clean: README.md, 'The way back', says what those hold and how to remove them (make down first)"
+	@echo "clean: docs/getting-started.md, 'The way back', says what those hold and how to remove them (make down first)"
 
 # Every target with its one line (the text after "##" on its rule).
 help: ## this list

@@ -60,7 +60,7 @@ def read_config() -> StackConfig:
         if full in given and not (is_config_secret(full) or full in get_config_secret_keys_env()):
             raise RocmBakeError(f"stack {stack} config: {full}: stored in plain text; set it with "
                                 f"`pulumi config set --secret {full} …` (and rotate it: it was readable)")
-    values: dict[str, Any] = dict(local_defaults(Path(pulumi.get_root_directory() or ".")))
+    values: dict[str, Any] = dict(local_defaults(Path(pulumi.get_root_directory() or "."), stack=stack))
     plain = {k: v for k, v in given.items() if k.partition(":")[2] not in SECRET_KEYS}
     values.update(from_engine_values(plain, f"stack {stack} config"))
     return stack_config_from_mapping(stack, values, "the stack config")
@@ -110,6 +110,23 @@ def warn_of_a_dead_builder(config: StackConfig) -> None:
     problem = builder_problem(config.builder)
     if problem is not None:
         pulumi.log.warn(f"rocm-bake:builder: {problem}: every image build will fail")
+
+
+def check_run_environment(config: StackConfig) -> None:
+    """Before anything is declared: the salt the CLI wrote into the tracked stack file goes back out
+    (tools/strip-salt, as .tools/bin/pulumi and make do after a run), and a run that lacks this checkout's
+    buildx config or registry CA stops with one line naming the export that works (rocm_bake/run_env.py)."""
+    import subprocess
+
+    from rocm_bake.run_env import missing_environment
+
+    root = Path(pulumi.get_root_directory() or ".").resolve()
+    strip_salt = root / "tools" / "strip-salt"
+    if strip_salt.is_file():  # a checkout (a copy of the program has no tracked stack files to keep)
+        subprocess.run([str(strip_salt), str(root)], check=False)
+    problem = missing_environment(root, config.builder, config.registry)
+    if problem is not None:
+        raise RocmBakeError(problem)
 
 
 def define_stack(config: StackConfig) -> dict[str, Any]:

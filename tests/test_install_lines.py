@@ -38,13 +38,15 @@ def install_commands(text: str) -> list[str]:
                                                     joined)]
 
 
-def assert_pinned(text: str, where: str) -> list[str]:
+def assert_pinned(text: str, where: str, hint: bool = True) -> list[str]:
     """Each install command that names the metapackage or a lock is pinned or hash-locked; the hint follows."""
     found = [c for c in install_commands(text) if "rocm-torch" in c or LOCK_FILE in c]
     assert found, f"{where}: no install line at all:\n{text}"
     for command in found:
         locked = "--require-hashes" in command and command.endswith(f"/{LOCK_FILE}")
         assert locked or PINNED.search(command), f"{where}: unpinned install line: {command}"
+    if not hint:
+        return found
     last = text.rindex(found[-1].split()[-1])
     assert CHECK_HINT.lower() in text[last:].lower(), f"{where}: no check hint after the lines"
     return found
@@ -120,8 +122,12 @@ def test_the_makefile_spells_no_install_line() -> None:
 
 
 def test_the_readme_lines_are_what_the_writer_writes() -> None:
-    text = (ROOT / "README.md").read_text()
-    found = assert_pinned(text, "README")
+    found = assert_pinned((ROOT / "README.md").read_text(), "README")
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text()
+        if any("rocm-torch" in c or LOCK_FILE in c for c in install_commands(text)):
+            found += assert_pinned(text, str(page.relative_to(ROOT)), hint=False)
+    assert any("requirements.txt" in c and "file://$PWD/dist/index/gfx950/" in c for c in found)  # the demo's
     for command in found:
         url = re.search(r"--index(?:-url)? (\S+)/([a-z0-9-]+)/ ", command)
         assert url, command

@@ -7,8 +7,8 @@ The CLI starts the pack through our Python language host's RunPlugin.
 
 The real stacks pass: gfx950 and gfx1250 preview on the real engine with
 the pack; gfx1201, gfx1151 and the fat stack declare the GPU test as a
-``command:local:Command``, whose plugin cannot be built here (README,
-Engines), so the pack's own policy functions judge their resources as
+``command:local:Command``, whose plugin cannot be built here (docs/engines.md),
+so the pack's own policy functions judge their resources as
 ``rocm-bake plan`` declares them under Pulumi's mock runtime. The demo
 stacks pass on the real engine in tests/test_lifecycle.py (preview and up
 both run the pack).
@@ -40,6 +40,8 @@ REFUSED = {
     "latest-tag": ("arch-scoped-tags", "'127.0.0.1:5000/rocm-bake/torch:latest' refused for gfx1201", set()),
     "shared-cache": ("per-arch-cache-refs", "torch's cache is 127.0.0.1:5000/rocm-bake/cache:torch-gfx1201", set()),
     "prebuild-kernels": ("prebuild-kernels", "PREBUILD_KERNELS=2 refused for gfx1201", set()),
+    "rdna-flags": ("arch-build-args", "torch-gfx1201: USE_ROCM_CK_SDPA_GFX12='0', but stack gfx1201 (gfx1201) builds "
+                   "with USE_ROCM_CK_SDPA_GFX12='1'", set()),
     "foreign-arch": ("own-arches-only", "index-gfx950 names gfx950 (in name), which is not an arch of stack gfx1201",
                      set()),
     "other-release": ("own-release-only", "publishes gfx950's index, not stack gfx1201's (gfx1201)",
@@ -61,6 +63,10 @@ def preview_with_pack(proj: PulumiProject, stack: str) -> tuple[int, str]:
 
 def named_policies(output: str) -> set[str]:
     return {rule.name for rule in RULES if f"[mandatory]  {rule.name} " in output}
+
+
+#: This module's fixtures that run the real engine (tests/conftest.py marks their tests ``services``).
+SERVICE_FIXTURES = {"work", "real_project"}
 
 
 @pytest.fixture(scope="module")
