@@ -144,3 +144,17 @@ def test_no_public_index_means_no_lock_and_no_hash_locked_line(tmp_path: Path,
     assert (dist / "index" / "gfx950" / "files").is_dir() and not (dist / "index" / "gfx950" / LOCK_FILE).exists()
     printed = "\n".join(index_lines(dist, "gfx950"))
     assert "--require-hashes" not in printed and "==2.15.0a0+h" in printed and "no hash lock" in printed
+
+
+def test_a_relative_dist_gets_both_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's program passes DIST as ``dist``: uv runs in the staging directory, so no path may be relative."""
+    from rocm_bake.install_line import PYLOCK_FILE
+
+    monkeypatch.chdir(tmp_path)
+    arch_wheel_set(Path("wheels"), "gfx950", ["torch", "triton"])
+    result = build_index(ArchSet("gfx950"), Path("wheels"), Path("dist"))
+    assert result.lock == LOCK_FILE and result.lock_missing is None
+    pylock = (tmp_path / "dist" / "index" / "gfx950" / PYLOCK_FILE).read_text()
+    assert 'path = "files/torch-' in pylock and "file://" not in pylock
+    report = check_index(Path("dist"), installers=("uv",))  # `make demo` checks `dist`: the locks too
+    assert report.ok and [r.kind for r in report.results] == ["install", "lock", "pylock", "refusal"], report.text()

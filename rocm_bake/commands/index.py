@@ -195,8 +195,4 @@ def run_check(args: argparse.Namespace) -> int:
         print(json.dumps(report.model_dump(), indent=2))
     else:
         print(report.text())
-        if report.ok:
-            for arch in report.arches:
-                print(f"install {arch} (from this host):")
-                print("\n".join(index_lines(args.dist, ArchSet(arch).dir_name)))
     return 0 if report.ok else 1

@@ -423,7 +423,7 @@ def check_index(
     with tempfile.TemporaryDirectory(prefix="rocm-bake-check-") as tmp, serve(dist) as served:
         for arch in arches:
             index_url = f"{served.url}/index/{arch.dir_name}/"
-            lock = index_dir(dist, arch) / LOCK_FILE
+            lock = (index_dir(dist, arch) / LOCK_FILE).absolute()  # the installers run in a neutral cwd
             # what the index needs from the public index: exactly what its lock names there (none without a lock)
             wanted = {**lock_pins(lock), **listings[arch]}
             for installer in installers:

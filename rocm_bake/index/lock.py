@@ -165,7 +165,7 @@ def compile_lock(plan: IndexPlan, public_index: str = PYPI, timeout: float = LOC
     scratch = Path(plan.dist) / ".cache" / "rocm-bake"
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"lock-{plan.arch.dir_name}-", dir=scratch) as tmp:
-        stage_dir = Path(tmp)
+        stage_dir = Path(tmp).resolve()  # uv runs in it: every path it is given is absolute
         stage(plan, stage_dir)
         try:
             proc = _uv_compile(stage_dir, wanted, public_index, target, timeout, [])
@@ -174,7 +174,8 @@ def compile_lock(plan: IndexPlan, public_index: str = PYPI, timeout: float = LOC
                 return LockOutcome(missing=f"cannot resolve against {public_index}: {reason[:300]}")
             pylock_path = stage_dir / PYLOCK_FILE
             made = _uv_compile(stage_dir, wanted, public_index, target, timeout, ["-o", str(pylock_path)])
-            pylock = local_paths(pylock_path.read_text(), stage_dir) if made.returncode == 0 else None
+            made_ok = made.returncode == 0 and pylock_path.is_file()
+            pylock = local_paths(pylock_path.read_text(), stage_dir) if made_ok else None
         except subprocess.TimeoutExpired:
             return LockOutcome(missing=f"resolving against {public_index} took over {timeout:.0f} s")
     first = f"{_header_first_line(plan.arch, plan.metapackage.version)} (Python {target[0]}, {target[1]}).\n"
