@@ -20,6 +20,7 @@ import pytest
 
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.ports import free_port
 from rocm_bake.registry import server as registry_server
 from rocm_bake.registry.extract import fetch_wheels
 from rocm_bake.registry.client import RegistryClient, parse_challenge, parse_ref, scheme_for
@@ -285,7 +286,7 @@ def test_missing_binary_names_the_apt_package(tmp_path: Path, monkeypatch: pytes
 
 
 def test_server_cli_daemon_answers_v2(tmp_path: Path) -> None:
-    port = registry_server.free_port()
+    port = free_port()
     root = tmp_path / "daemon"
     started = subprocess.run(
         [sys.executable, "-m", "rocm_bake.registry.server", "--port", str(port), "--root", str(root), "--daemon"],

@@ -27,7 +27,7 @@ from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.client import RegistryClient, parse_ref, scheme_for, speaks_tls
 from rocm_bake.registry.extract import fetch_wheels
-from rocm_bake.registry.server import free_port
+from rocm_bake.ports import free_port
 from rocm_bake.registry.tls import SYSTEM_BUNDLES, RegistryTls, ensure_tls
 
 from tests.registry_fixtures import (  # noqa: F401 - fixtures
