@@ -10,6 +10,7 @@ it through the ``DIST/index/<dir>`` symlink (see ``rocm_bake.index.tree``)::
     files/<wheel>           copied from --wheels (a reflink where the filesystem can)
     files/<wheel>.metadata  PEP 658/714 core metadata
     files/rocm_torch-<v>-py3-none-any.whl
+    requirements.txt        the hash lock, pylock.toml beside it (``rocm_bake.index.lock``)
 
 Every link carries ``#sha256=`` "so an offsite asset is still verified by
 pip at install time", and ``data-dist-info-metadata``/``data-core-metadata``
@@ -46,7 +47,7 @@ from pydantic import BaseModel
 from rocm_bake import offload, progress
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index import stamp
+from rocm_bake.index import lock, stamp
 from rocm_bake.index.defaults import FILES_DIR, GENERATOR, GENERATOR_TAG
 from rocm_bake.index.hashcache import CacheEntry, FileKey, HashCache, hash_workers, sha256_file
 from rocm_bake.index.metapackage import Metapackage, build_metapackage
@@ -95,6 +96,11 @@ class IndexResult(BaseModel):
     unchanged: bool = False  # the tree on disk already matched, so nothing was written
     files_written: int = 0  # files of the tree whose bytes were written (input wheels copied from --wheels)
     files_kept: int = 0  # files hard-linked unchanged from the previous tree
+    lock: str | None = None  # the hash lock's file name in the index, when there is one
+    lock_missing: str | None = None  # why there is no lock (one line)
+    #: Pins with no local version segment (``name==version``): a public index may host the same version, so
+    #: only the hash lock tells this index's file from another's.
+    exposed: list[str] = []
 
 
 class PlannedWheel(BaseModel):
@@ -120,6 +126,7 @@ class IndexPlan(BaseModel):
     index_sha256: str
     hashed_bytes: int
     request: dict[str, Any] = {}  # what the stamp keys the warm path on
+    lock_missing: str | None = None  # why the hash lock could not be resolved
     inputs: dict[str, list[int]] | None = None  # the wheels' stat before they were read
 
     @property
@@ -404,6 +411,14 @@ def render_pages(arch: ArchSet, wheels: list[PlannedWheel], wheel_url: str | Non
     return pages
 
 
+def exposed_pins(wheels: list[PlannedWheel]) -> list[str]:
+    """``name==version`` of every pinned wheel whose version has no local segment (PyPI could host it too)."""
+    from packaging.version import Version
+
+    return [f"{w.project}=={w.version}" for w in sorted(wheels, key=lambda w: w.project)
+            if w.project != METAPACKAGE and Version(w.version).local is None]
+
+
 def tree_digest(pages: dict[str, bytes], wheels: list[PlannedWheel]) -> str:
     """sha256 over (relative path, sha256) of every file the index holds, sorted."""
     entries = {path: hashlib.sha256(data).hexdigest() for path, data in pages.items()}
@@ -460,6 +475,7 @@ def plan_index(
     )
     planned.sort(key=lambda w: w.filename)
     pages = render_pages(arch, planned, wheel_url)
+    pages.update(lock.kept(index_dir(dist, arch), arch, meta_pkg.version))
     return IndexPlan(
         arch=arch, dist=str(dist), wheel_url=wheel_url, wheels=planned, pages=pages,
         metapackage=meta_pkg, index_sha256=tree_digest(pages, planned), hashed_bytes=hashed,
@@ -521,6 +537,8 @@ def write_index(plan: IndexPlan) -> IndexResult:
                 arches=list(target.arches), dir_name=target.dir_name, extra=target.extra,
                 hashed_bytes=plan.hashed_bytes, unchanged=unchanged,
                 files_written=len(stats.written), files_kept=stats.kept,
+                lock=lock.LOCK_FILE if lock.LOCK_FILE in plan.pages else None, lock_missing=plan.lock_missing,
+                exposed=exposed_pins(plan.wheels),
             )
             if stats.tree is not None and plan.request:
                 stamp.record(dist, target.dir_name, plan.request, plan.inputs, stats.tree,
@@ -545,11 +563,11 @@ def build_index(
     ``arch``: ``gfx950``, or ``gfx950;gfx1201`` (a fat build).
     """
     hit = stamp.quick_result(Path(dist), arch.dir_name, arch.spelling, Path(wheels_dir), wheel_url, rocm_version)
-    if hit is not None:
+    if hit is not None and "lock" in hit:  # a stamp from before indexes had locks is built again
         return IndexResult.model_validate(hit)
     check_dist(Path(dist))
     _store(Path(dist), arch).current()  # refuse a foreign DIST/index/<dir> before hashing anything
-    return write_index(plan_index(arch, wheels_dir, dist, wheel_url, rocm_version))
+    return write_index(lock.with_lock(plan_index(arch, wheels_dir, dist, wheel_url, rocm_version)))
 
 
 def remove_index(dist: Path, arch: ArchSet) -> bool:
