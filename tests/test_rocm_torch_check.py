@@ -11,11 +11,13 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from rocm_bake import cli
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import checker_copy
@@ -182,3 +184,33 @@ def test_copy_refuses_a_module_that_is_not_standard_library_only() -> None:
     with pytest.raises(RocmBakeError, match=r"imports urllib\.request, which can reach the network"):
         checker_copy.check_imports("x.py", "def f():\n    import urllib.request\n")
     checker_copy.check_imports("x.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pydantic\n")
+
+
+def test_index_build_records_its_base_and_a_new_base_rebuilds(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    wheels, out = tmp_path / "w", tmp_path / "d"
+    arch_wheel_set(wheels, "gfx950", names=["triton"])
+
+    def recorded(*extra: str) -> dict:  # type: ignore[type-arg]
+        args = ["index", "build", "--arch", "gfx950", "--wheels", str(wheels), "--out", str(out), "--json"]
+        assert cli.main([*args, *extra]) == 0
+        meta = json.loads(capsys.readouterr().out)["metapackage"]
+        with zipfile.ZipFile(out / "index" / "gfx950" / "files" / meta) as zf:
+            return json.loads(zf.read("rocm_torch/index.json"))
+
+    assert recorded()["index_base"] is None
+    assert recorded("--index-base", BASE + "/")["index_base"] == BASE  # not answered by the warm path
+    assert recorded("--index-base", BASE) == recorded("--index-base", BASE + "/")
+    assert cli.main(["index", "build", "--arch", "gfx950", "--wheels", str(wheels), "--out", str(out),
+                     "--index-base", "http://example.com/w"]) == 2
+    assert "--index-base: plain http is refused off loopback" in capsys.readouterr().err
+
+
+def test_without_a_recorded_base_the_lines_say_so(tmp_path: Path) -> None:
+    from rocm_bake.fit_check import Built, check as fit_check
+    from rocm_bake.install_line import BASE_PLACEHOLDER
+
+    built = Built(arches=["gfx950"], dir_name="gfx950", version="0+h0", pins={}, index_base=None)
+    report = fit_check(built, host(tmp_path, ["gfx1201"]))
+    assert report.exit == 1 and report.install == [f"for gfx1201: {locked_line(BASE_PLACEHOLDER, 'gfx1201')}"]
+    assert "from gfx950 (its URL was not recorded: the index was built without --index-base)" in report.text()
