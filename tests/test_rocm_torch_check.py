@@ -214,3 +214,21 @@ def test_without_a_recorded_base_the_lines_say_so(tmp_path: Path) -> None:
     report = fit_check(built, host(tmp_path, ["gfx1201"]))
     assert report.exit == 1 and report.install == [f"for gfx1201: {locked_line(BASE_PLACEHOLDER, 'gfx1201')}"]
     assert "from gfx950 (its URL was not recorded: the index was built without --index-base)" in report.text()
+
+
+def test_real_shared_object_bundles_are_read(tmp_path: Path) -> None:
+    """A gcc-built ``_C.so`` whose ``.hip_fatbin`` holds a plain and a CCOB bundle, as clang writes them."""
+    from tests.index_fixtures import ARCH_SET, NATIVE_TAG, make_wheel
+    from tests.offload_fixtures import bundle, ccob, hip_ids, shared_object
+
+    fatbin = bundle(hip_ids("gfx950")) + ccob(bundle(hip_ids("gfx950")), "zlib")
+    so = shared_object(tmp_path / "build", "_C", fatbin).read_bytes()
+    wheels = tmp_path / "dist" / "wheels" / "gfx950"
+    arch_wheel_set(wheels, "gfx950", names=["triton"])
+    name, version, _, requires = next(row for row in ARCH_SET if row[0] == "torch")
+    make_wheel(wheels, name, version, requires, {"torch/_C.so": so}, tag=NATIVE_TAG)
+    build_index(ArchSet("gfx950"), wheels, tmp_path / "dist", index_base=BASE)
+    python = install(tmp_path / "dist", "pip", tmp_path / "v")
+    code, report = check(python, host(tmp_path / "host", ["gfx950"]))
+    torch = next(d for d in report["distributions"] if d["name"] == "torch")
+    assert (code, torch["targets"], torch["unreadable"]) == (0, ["gfx950"], []), report["reason"]
