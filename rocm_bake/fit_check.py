@@ -149,7 +149,8 @@ class Report(NamedTuple):
     installed: list[Installed]
     exit: int
     reason: str
-    install: list[str]
+    #: What to do about it: install lines, or where to run the check instead.
+    next_steps: list[str]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -158,7 +159,7 @@ class Report(NamedTuple):
             "looked_at": self.looked_at,
             "gpus": [g._asdict() for g in self.gpus],
             "distributions": [i._asdict() for i in self.installed],
-            "verdict": VERDICTS[self.exit], "exit": self.exit, "reason": self.reason, "install": self.install,
+            "verdict": VERDICTS[self.exit], "exit": self.exit, "reason": self.reason, "next_steps": self.next_steps,
         }
 
     def text(self) -> str:
@@ -169,7 +170,7 @@ class Report(NamedTuple):
             lines.append("GPUs: " + ", ".join(f"{g.gfx} (kfd node {g.node})" for g in self.gpus))
         lines += [f"  {i.line()}" for i in self.installed]
         lines.append(f"{VERDICTS[self.exit]}: {self.reason}")
-        lines += [f"  {line}" for line in self.install]
+        lines += [f"  {line}" for line in self.next_steps]
         return "\n".join(lines)
 
 
@@ -190,27 +191,9 @@ def check(built: Built, sysfs_root: Path) -> Report:
         return _cannot_tell(built, looked_at, no_gpu_message([looked_at]), where_next)
     installed = [check_installed(name, version) for name, version in sorted(built.pins.items())]
     host = sorted({g.gfx for g in gpus})
-    reasons: list[str] = []
-    install: list[str] = []
-    uncovered = [a for a in host if a not in built.arches]
-    if uncovered:
-        reasons.append(f"{', '.join(uncovered)} {'is' if len(uncovered) == 1 else 'are'} not covered by the "
-                       f"{built.dir_name} index (it carries code for {', '.join(built.arches)})")
-        install += [f"for {a}: {locked_line(built.base, a)}" for a in uncovered]
-        if len(host) > 1:
-            install.append(f"this host has GPUs of {len(host)} arches ({', '.join(host)}): one environment holds one "
-                           f"index's wheels, so use a fat-build index that holds all of them, or one environment "
-                           f"per arch")
-    broken = [f"{i.name}: {i.problems[0]}" for i in installed if i.problems]
-    if broken:
-        reasons.append(f"the installed files are not what the index served ({'; '.join(broken)})")
-    covered = [a for a in host if a in built.arches]
-    wrong = [f"{i.name} carries code objects for {', '.join(i.targets)}, none for {a}"
-             for i in installed if i.targets for a in covered if not any(covers(t, a) for t in i.targets)]
-    if wrong:
-        reasons.append(f"{'; '.join(wrong)}: not the {built.dir_name} index's wheels")
-    if broken or wrong:
-        install.append(f"reinstall from this index: {locked_line(built.base, built.dir_name)} --force-reinstall")
+    reasons, steps = _uncovered(built, host)
+    more_reasons, more_steps = _not_as_served(built, installed, [a for a in host if a in built.arches])
+    reasons, steps = reasons + more_reasons, steps + more_steps
     unknown = [u for i in installed for u in i.unreadable]
     if reasons:
         code, reason = DOES_NOT_FIT, "; ".join(reasons)
@@ -218,7 +201,36 @@ def check(built: Built, sysfs_root: Path) -> Report:
         code, reason = CANNOT_TELL, f"device code it cannot read: {'; '.join(unknown)}"
     else:
         code, reason = FITS, f"every GPU here ({', '.join(host)}) is covered by this install"
-    return Report(built, looked_at, gpus, installed, code, reason, install)
+    return Report(built, looked_at, gpus, installed, code, reason, steps)
+
+
+def _uncovered(built: Built, host: list[str]) -> tuple[list[str], list[str]]:
+    """The host's arches the index does not build, and the hash-locked line of each one's own index."""
+    uncovered = [a for a in host if a not in built.arches]
+    if not uncovered:
+        return [], []
+    reason = (f"{', '.join(uncovered)} {'is' if len(uncovered) == 1 else 'are'} not covered by the "
+              f"{built.dir_name} index (it carries code for {', '.join(built.arches)})")
+    steps = [f"for {a}: {locked_line(built.base, a)}" for a in uncovered]
+    if len(host) > 1:
+        steps.append(f"this host has GPUs of {len(host)} arches ({', '.join(host)}): one environment holds one "
+                     f"index's wheels, so use a fat-build index that holds all of them, or one environment per arch")
+    return [reason], steps
+
+
+def _not_as_served(built: Built, installed: list[Installed], covered: list[str]) -> tuple[list[str], list[str]]:
+    """Installed files that differ from RECORD, and code objects for none of the covered GPUs: reinstall."""
+    reasons = []
+    broken = [f"{i.name}: {i.problems[0]}" for i in installed if i.problems]
+    if broken:
+        reasons.append(f"the installed files are not what the index served ({'; '.join(broken)})")
+    wrong = [f"{i.name} carries code objects for {', '.join(i.targets)}, none for {a}"
+             for i in installed if i.targets for a in covered if not any(covers(t, a) for t in i.targets)]
+    if wrong:
+        reasons.append(f"{'; '.join(wrong)}: not the {built.dir_name} index's wheels")
+    if not reasons:
+        return [], []
+    return reasons, [f"reinstall from this index: {locked_line(built.base, built.dir_name)} --force-reinstall"]
 
 
 def main(argv: Sequence[str], built_file: Path) -> int:

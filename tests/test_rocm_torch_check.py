@@ -84,22 +84,22 @@ def test_host_of_another_arch_gets_that_arch_index_locked_line(venv: Path, tmp_p
     code, report = check(venv, host(tmp_path, ["gfx1201"]))
     assert (code, report["verdict"]) == (1, "does-not-fit")
     assert report["reason"] == "gfx1201 is not covered by the gfx950 index (it carries code for gfx950)"
-    assert report["install"] == [f"for gfx1201: {locked_line(BASE, 'gfx1201')}"]
+    assert report["next_steps"] == [f"for gfx1201: {locked_line(BASE, 'gfx1201')}"]
 
 
 def test_mixed_host_names_the_uncovered_arch_only(venv: Path, tmp_path: Path) -> None:
     code, report = check(venv, host(tmp_path, ["gfx950", "gfx1201"]))
     assert (code, report["verdict"]) == (1, "does-not-fit")
     assert report["reason"].startswith("gfx1201 is not covered by the gfx950 index")
-    assert report["install"][0] == f"for gfx1201: {locked_line(BASE, 'gfx1201')}"
-    assert "GPUs of 2 arches (gfx1201, gfx950)" in report["install"][1]
+    assert report["next_steps"][0] == f"for gfx1201: {locked_line(BASE, 'gfx1201')}"
+    assert "GPUs of 2 arches (gfx1201, gfx950)" in report["next_steps"][1]
 
 
 def test_no_kfd_cannot_tell(venv: Path, tmp_path: Path) -> None:
     code, report = check(venv, tmp_path)
     assert (code, report["verdict"]) == (2, "cannot-tell")
     assert report["reason"] == f"no AMD GPU found (looked at {tmp_path}/sys/class/kfd/kfd/topology/nodes)"
-    assert "python -m rocm_torch --sysfs-root DIR" in report["install"][0]
+    assert "python -m rocm_torch --sysfs-root DIR" in report["next_steps"][0]
 
 
 def test_unreadable_node_cannot_tell_with_which_index_message(venv: Path, tmp_path: Path) -> None:
@@ -143,7 +143,7 @@ def test_tampered_installed_file_does_not_fit(installer: str, dist: Path, tmp_pa
     assert (code, report["verdict"]) == (1, "does-not-fit")
     assert report["reason"] == ("the installed files are not what the index served (torch: torch/kernels/k0.co "
                                 "does not hash to its RECORD entry (changed after install))")
-    assert report["install"] == [f"reinstall from this index: {locked_line(BASE, 'gfx950')} --force-reinstall"]
+    assert report["next_steps"] == [f"reinstall from this index: {locked_line(BASE, 'gfx950')} --force-reinstall"]
 
 
 @pytest.mark.parametrize("installer", INSTALLERS)
@@ -212,7 +212,7 @@ def test_without_a_recorded_base_the_lines_say_so(tmp_path: Path) -> None:
 
     built = Built(arches=["gfx950"], dir_name="gfx950", version="0+h0", pins={}, index_base=None)
     report = fit_check(built, host(tmp_path, ["gfx1201"]))
-    assert report.exit == 1 and report.install == [f"for gfx1201: {locked_line(BASE_PLACEHOLDER, 'gfx1201')}"]
+    assert report.exit == 1 and report.next_steps == [f"for gfx1201: {locked_line(BASE_PLACEHOLDER, 'gfx1201')}"]
     assert "from gfx950 (its URL was not recorded: the index was built without --index-base)" in report.text()
 
 
