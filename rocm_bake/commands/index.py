@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="href prefix for offsite wheels (e.g. a GitHub release download URL)")
     build.add_argument("--rocm-version", default=DEFAULT_ROCM_VERSION,
                        help=f"ROCm version the wheels' versions must carry (default {DEFAULT_ROCM_VERSION})")
+    build.add_argument("--index-base", default=None,
+                       help="where the indexes are served (BASE/<arch>/), recorded in rocm-torch so that "
+                            "`python -m rocm_torch` prints real install lines (default: not recorded)")
     build.add_argument("--json", action="store_true", help="print the result as JSON (no progress on stderr)")
     build.add_argument("--quiet", action="store_true", help="no progress on stderr")
     build.set_defaults(func=run_build)
@@ -169,13 +172,16 @@ def run_build(args: argparse.Namespace) -> int:
 
     # The warm path: nothing changed since the last build, proven from stat alone.
     arch: ArchSet = args.arch
-    hit = stamp.quick_result(args.out, arch.dir_name, arch.spelling, args.wheels, args.wheel_url, args.rocm_version)
+    if args.index_base:  # as the build records it, so the warm path compares like with like
+        args.index_base = args.index_base.rstrip("/") or args.index_base
+    hit = stamp.quick_result(args.out, arch.dir_name, arch.spelling, args.wheels, args.wheel_url, args.rocm_version,
+                             args.index_base)
     if hit is None or "lock" not in hit:  # built before indexes had locks: built again, with its lock
         from rocm_bake.index import build_index
 
         with _quiet(args):
-            hit = build_index(arch, args.wheels, args.out, wheel_url=args.wheel_url,
-                              rocm_version=args.rocm_version).model_dump(mode="json")
+            hit = build_index(arch, args.wheels, args.out, wheel_url=args.wheel_url, rocm_version=args.rocm_version,
+                              index_base=args.index_base).model_dump(mode="json")
     _print_build(hit, args.json, args.out)
     return 0
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from rocm_bake.archset import Arch, ArchSet, sorted_arches
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu import Detection, Gpu, RocminfoRunner, detect_gpus, run_rocminfo
+from rocm_bake.gpu.kfd import RUN_WHERE_THE_GPUS_ARE, no_gpu_message
 from rocm_bake.offload import GENERIC_COVERS
 
 #: The published gh-pages index (wheels live in per-arch releases).
@@ -230,7 +231,7 @@ def which_index(detection: Detection, configured: list[ArchSet], index_base: str
     names = [s.dir_name for s in configured]
     if not detection.gpus:
         return WhichIndex(detection=detection, choices=choices, multi_arch=False, configured=names,
-                          message=f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})",
+                          message=no_gpu_message(detection.looked_at),
                           next_steps=no_gpu_next_steps(names, index_base))
     multi = len(host) > 1
     fat = covering(set(host), configured)
@@ -266,8 +267,7 @@ def no_gpu_next_steps(configured: list[str], index_base: str) -> list[str]:
     from rocm_bake.install_line import lines_for
 
     return [
-        "run it on the host that has the GPUs; in a container, give it the host's /sys (read-only), or copy "
-        "the host's /sys/class/kfd tree here and pass its root: rocm-bake which-index --sysfs-root DIR",
+        RUN_WHERE_THE_GPUS_ARE.format(command="rocm-bake which-index"),
         "or pick the index yourself: on the GPU host, rocminfo | grep -o 'gfx[0-9a-f]*' | sort -u names each "
         f"GPU; the configured indexes are {', '.join(configured) or 'none'} (a fat build's name lists every arch "
         "it covers: use the one that covers all of your GPUs), installed with",

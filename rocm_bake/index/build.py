@@ -163,6 +163,15 @@ def check_wheel_url(url: str | None) -> str | None:
     return url.rstrip("/")
 
 
+def check_index_base(base: str | None) -> str | None:
+    """``--index-base``: the rule ``which-index`` applies (https, file://, or plain http on loopback only)."""
+    if base is None:
+        return None
+    from rocm_bake.gpu.which import check_index_base as checked
+
+    return checked(base)
+
+
 def check_dist(dist: Path) -> Path:
     """DIST must be a directory (or not exist yet): ``--out`` naming a file is refused up front."""
     for path in (Path(dist), Path(dist) / "index"):
@@ -439,13 +448,17 @@ def plan_index(
     wheel_url: str | None = None,
     rocm_version: str = DEFAULT_ROCM_VERSION,
     workers: int | None = None,
+    index_base: str | None = None,
 ) -> IndexPlan:
     """Validate, hash (cached) and render everything without writing the index.
 
     ``arch`` is one arch (``gfx950``) or a fat build's (``gfx950;gfx1201``).
+    ``index_base`` is where the indexes will be served, recorded in the
+    metapackage for its checker's install lines (None: not known here).
     """
     check_rocm_version(rocm_version)
-    request = stamp.request(arch.spelling, Path(wheels_dir), wheel_url, rocm_version)
+    index_base = check_index_base(index_base)
+    request = stamp.request(arch.spelling, Path(wheels_dir), wheel_url, rocm_version, index_base)
     wheel_url = check_wheel_url(wheel_url)
     wheels_dir, dist = Path(wheels_dir), check_dist(Path(dist))
     paths = list_wheels(wheels_dir, arch)
@@ -465,7 +478,7 @@ def plan_index(
         )
 
     pins = {name.project: name.version for name in names}
-    meta_pkg = build_metapackage(arch, pins)
+    meta_pkg = build_metapackage(arch, pins, index_base)
     planned.append(
         PlannedWheel(
             filename=meta_pkg.filename, project=METAPACKAGE, version=meta_pkg.version,
@@ -557,17 +570,20 @@ def build_index(
     dist: Path,
     wheel_url: str | None = None,
     rocm_version: str = DEFAULT_ROCM_VERSION,
+    index_base: str | None = None,
 ) -> IndexResult:
     """Validate ``wheels_dir``'s wheels for ``arch`` and bring ``DIST/index/<dir>/`` up to date.
 
     ``arch``: ``gfx950``, or ``gfx950;gfx1201`` (a fat build).
     """
-    hit = stamp.quick_result(Path(dist), arch.dir_name, arch.spelling, Path(wheels_dir), wheel_url, rocm_version)
+    hit = stamp.quick_result(Path(dist), arch.dir_name, arch.spelling, Path(wheels_dir), wheel_url, rocm_version,
+                             index_base)
     if hit is not None and "lock" in hit:  # a stamp from before indexes had locks is built again
         return IndexResult.model_validate(hit)
     check_dist(Path(dist))
     _store(Path(dist), arch).current()  # refuse a foreign DIST/index/<dir> before hashing anything
-    return write_index(lock.with_lock(plan_index(arch, wheels_dir, dist, wheel_url, rocm_version)))
+    return write_index(lock.with_lock(plan_index(arch, wheels_dir, dist, wheel_url, rocm_version,
+                                                 index_base=index_base)))
 
 
 def remove_index(dist: Path, arch: ArchSet) -> bool:

@@ -12,6 +12,10 @@ installs its combined extra, ``rocm-torch[device-gfx950-gfx1201]``, and is
 asked for every single-arch extra, its own arches' included: the fat
 index offers only the combined one.
 
+After each install, the metapackage's own checker (``python -m rocm_torch``)
+must say "ok" on a fake host of the index's arches and "does not fit" on a
+host of another arch (``rocm_bake.index.fit_probe``).
+
 On refusal: pip and uv only *warn* on an undeclared extra and install the
 bare metapackage. That is the refusal the index design gives ("each index
 declares only its own architecture's extra"), so it is verified rather than
@@ -52,6 +56,7 @@ from rocm_bake.archset import KNOWN_ARCHES, ArchSet, sorted_arches
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import index_dir, is_rocm_bake_index
 from rocm_bake.index.defaults import INSTALLERS as INSTALLERS, PYPI as PYPI  # re-exported
+from rocm_bake.index.fit_probe import fit_problems
 from rocm_bake.index.versions import METAPACKAGE
 from rocm_bake.install_line import LOCK_FILE, PYLOCK_FILE
 
@@ -350,6 +355,8 @@ def run_one(
     got = installed(venv_python, timeout)
     output = proc.stdout + proc.stderr
     problems = compare(want, got)
+    if kind == "install" and not problems:  # the installed checker must tell its own arch from another
+        problems += fit_problems(venv_python, arch, work / f"{arch.dir_name}-{installer}-kfd", _run, timeout)
     if proc.returncode != 0:
         problems.insert(0, f"{installer} exited {proc.returncode}")
     if kind == "refusal" and problems:
