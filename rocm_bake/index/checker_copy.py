@@ -37,6 +37,8 @@ COPIED = (
 OPTIONAL = frozenset({"backports", "compression"})
 #: Standard-library modules the checker must never import: it never reaches the network nor runs programs.
 FORBIDDEN = frozenset({"socket", "ssl", "http", "urllib", "ftplib", "smtplib", "asyncio", "subprocess", "xmlrpc"})
+#: Modules of those packages that only parse strings (a URL's parts): allowed.
+PARSING_ONLY = frozenset({"urllib.parse"})
 RECORD_NAME = "index.json"
 
 _SOURCE_ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +95,7 @@ def check_imports(rel: str, text: str) -> None:
             modules += [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in copied]
         for module in modules:
             top = module.split(".", 1)[0]
-            if top in FORBIDDEN:
+            if top in FORBIDDEN and module not in PARSING_ONLY:
                 raise RocmBakeError(f"rocm_bake/{rel}: imports {module}, which can reach the network or run "
                                     f"programs: the rocm_torch checker only reads")
             if module in copied or top in OPTIONAL or top == "__future__" or top in sys.stdlib_module_names:
