@@ -3,9 +3,9 @@
 The two steps are one concern: the index is built from exactly the wheels the
 fetch wrote, and a fat build (``gfx950;gfx1201``) gets its own index like a
 single arch. Both dynamic resources are children of this component; each keeps
-its name (``wheels-<dir>``, ``index-<dir>``) and aliases its old place at the
-stack's root, so a stack declared before this component existed adopts what it
-recorded instead of fetching or indexing again.
+its name (``wheels-<dir>``, ``index-<dir>``) and an alias at the stack's
+root, so a stack whose state holds them there (declared without this
+component) adopts what it recorded instead of fetching or indexing again.
 """
 
 from __future__ import annotations
@@ -20,18 +20,23 @@ from components.index_provider import IndexInputs, WheelIndex
 from components.wheels_provider import FetchedWheels, FetchInputs
 from rocm_bake.archset import ArchSet
 
-#: Where the children were declared before this component held them.
+#: The children's place in a stack declared without this component: at the stack's root.
 AT_THE_ROOT = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]
 
 
 @dataclass(frozen=True)
 class ArchIndexArgs:
-    """The arch set, the images whose wheels it serves (fetched by digest), ``DIST`` and the ROCm version."""
+    """The arch set, the images whose wheels it serves (fetched by digest), ``DIST`` and the ROCm version.
+
+    ``index_base``: where the indexes are published (the stack's Pages site when it publishes), recorded in
+    the metapackage so that its ``python -m rocm_torch`` prints install lines that work; None when not publishing.
+    """
 
     arch: ArchSet
     images: Sequence[TargetImage]
     dist: str
     rocm_version: str
+    index_base: str | None = None
 
 
 class ArchIndex(pulumi.ComponentResource):
@@ -57,7 +62,7 @@ class ArchIndex(pulumi.ComponentResource):
         self.index = WheelIndex(
             f"index-{dir_name}",
             IndexInputs(arch=args.arch, wheels_dir=self.fetched.wheels_dir,  # type: ignore[arg-type]
-                        dist=str(args.dist), rocm_version=args.rocm_version),
+                        dist=str(args.dist), rocm_version=args.rocm_version, index_base=args.index_base),
             pulumi.ResourceOptions(parent=self, depends_on=[self.fetched], aliases=AT_THE_ROOT),
         )
         self.wheels_dir = self.fetched.wheels_dir

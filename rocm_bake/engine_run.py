@@ -1,12 +1,12 @@
 """Run an engine command (``pulumi up``), keep its whole output in a log, and end a failure with ONE line.
 
-A failed ``up`` printed 138 diagnostic lines, the real cause ("failed to
-push … connection refused") at line 84 among ten Python tracebacks of grpc
-shutting down (A3c, A6a). ``make up`` and ``make demo`` run the engine
+A failed ``up`` can print over a hundred diagnostic lines, the real cause
+("failed to push … connection refused") deep among Python tracebacks of grpc
+shutting down. ``make up`` and ``make demo`` run the engine
 through this: the output still streams as it comes, all of it goes to the
 log, and a failure ends with ``rocm-bake: <command> failed: <first real
 cause> (full engine log: <path>)`` — naming the builder and its socket or
-endpoint when it is the builder that is missing or dead (A6b).
+endpoint when it is the builder that is missing or dead.
 
     python -m rocm_bake.engine_run --log .rocm-bake/logs/up-gfx950.log --stack gfx950 -- .tools/bin/pulumi up ...
 """

@@ -1,8 +1,8 @@
 """Every benchmark still runs, at a tiny size, the way ``make bench`` runs it.
 
-``make bench`` is run by hand, so a bench that calls the core the old way (a
-bare ``str`` where the core now takes an ``ArchSet``) went unnoticed until the
-next measurement. Here each script runs as a subprocess with sizes small
+``make bench`` is run by hand, so a bench that calls the core with stale
+arguments (a bare ``str`` where the core takes an ``ArchSet``) would go
+unnoticed until the next measurement. Here each script runs as a subprocess with sizes small
 enough for ``make test``, its rows go to a temp results dir, and the rows it
 must record are named: a bench that stops recording one fails, by name.
 """

@@ -1,7 +1,8 @@
 """Run Debian's ``docker-registry`` on 127.0.0.1 with a generated config.
 
-``make registry`` starts one with ``python -m rocm_bake.registry.server --port
-PORT --root DIR --tls-dir .rocm-bake/tls --daemon``: it serves TLS with a
+``make registry`` runs ``python -m rocm_bake.registry.local start``, which
+refuses a port another process holds and then starts one through this
+module's ``main`` (``--port PORT --root DIR --tls-dir DIR --daemon``): it serves TLS with a
 certificate from the checkout's own CA (``rocm_bake.registry.tls``), because
 the docker-build provider reads registries over https only and its
 ``refresh`` cannot see a plain-http one. Without ``--tls-dir`` it serves plain
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -28,7 +28,9 @@ from typing import NamedTuple
 import httpx
 import yaml
 
+from rocm_bake.daemons import daemon_env
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.ports import free_port
 from rocm_bake.registry.tls import RegistryTls, ensure_tls
 
 REGISTRY_BINARY = Path("/usr/bin/docker-registry")
@@ -55,12 +57,6 @@ def registry_binary() -> Path:
             f"(sudo apt-get install {APT_PACKAGE}); .ci/run installs it"
         )
     return REGISTRY_BINARY
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_config(root: Path, port: int, tls: RegistryTls | None = None, htpasswd: Path | None = None) -> Path:
@@ -123,6 +119,7 @@ def spawn(root: Path, port: int, *, detach: bool, tls: RegistryTls | None = None
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=detach,
+            env=daemon_env(),
         )
     finally:
         log.close()
@@ -134,8 +131,8 @@ def start_registry(root: Path, port: int | None = None, tls: RegistryTls | None 
 
     With no ``port`` a free one is picked; a lost race for it is retried.
     With ``tls`` it serves https with that server certificate; with ``htpasswd`` too, it asks for a login
-    from that file. ``detach``
-    puts it in its own session, so it outlives the caller (``make registry``).
+    from that file. ``detach`` puts it in its own session, so it outlives the caller
+    (``rocm_bake.registry.local``).
     """
     attempts = 1 if port is not None else 3
     last: RocmBakeError | None = None
