@@ -26,7 +26,7 @@ from rocm_bake.cli import main
 from rocm_bake.commands.wheel import describe
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.offload import check_wheel_for_arch, parse_bundle_id, wheel_targets
-from rocm_bake.offload import formats as offload_formats
+from rocm_bake.offload import inflate as offload_inflate
 from rocm_bake.offload import source as offload_source
 from rocm_bake.offload import wheel as offload_wheel
 
@@ -354,7 +354,7 @@ def test_ccob_header_inflation_is_capped(tmp_path: Path, monkeypatch: pytest.Mon
     inner = bundle(hip_ids("gfx1201"), payload_extra=b"\0" * (8 << 20))
     wheel = device_wheel(tmp_path, "torch", ccob(inner, "zstd", 3) + ccob(inner, "zlib", 2))
     produced: list[int] = []
-    real = offload_formats.inflater
+    real = offload_inflate.inflater
 
     def counting(method: int):
         decoder = real(method)
@@ -368,7 +368,7 @@ def test_ccob_header_inflation_is_capped(tmp_path: Path, monkeypatch: pytest.Mon
         decoder.feed = counted  # type: ignore[method-assign]
         return decoder
 
-    monkeypatch.setattr(offload_formats, "inflater", counting)
+    monkeypatch.setattr(offload_inflate, "inflater", counting)
     from rocm_bake.offload import scan as offload_scan
     monkeypatch.setattr(offload_scan, "inflater", counting)
     assert wheel_targets(wheel).targets == ["gfx1201"]

@@ -31,7 +31,8 @@ COPIED_INTO = f"{PACKAGE}._bake"
 #: The modules the checker needs, relative to the rocm_bake package (the checker's own imports, closed over).
 COPIED = (
     "errors.py", "zstd.py", "install_line.py", "fit_check.py", "gpu/kfd.py",
-    "offload/targets.py", "offload/formats.py", "offload/source.py", "offload/scan.py",
+    "offload/targets.py", "offload/corrupt.py", "offload/elf.py", "offload/bundle.py", "offload/ccob.py",
+    "offload/inflate.py", "offload/source.py", "offload/scan.py",
 )
 #: Optional, guarded imports a copied module may make (the zstd module: stdlib from 3.14, a backport before).
 OPTIONAL = frozenset({"backports", "compression"})

@@ -6,9 +6,12 @@ Names load lazily (PEP 562): ``which-index`` needs only ``GENERIC_COVERS``
 until a name is used.
 
 Modules: ``targets`` (gfx names, bundle id grammar, generic coverage),
-``formats`` (ELF, bundle and CCOB headers, zlib/zstd inflation), ``source``
-(a member read once front to back, or in place when stored), ``scan`` (the
-``.hip_fatbin`` walk), ``wheel`` (per-wheel reports and the arch check).
+``corrupt`` (the parsers' one error and their byte getter), ``elf`` (ELF file
+and section headers), ``bundle`` (uncompressed bundle headers), ``ccob``
+(compressed bundle headers), ``inflate`` (zlib/zstd inflation of a CCOB's
+prefix), ``source`` (a member read once front to back, or in place when
+stored), ``scan`` (the ``.hip_fatbin`` walk), ``models`` (the plain
+reports), ``wheel`` (per-wheel reports and the arch check).
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from rocm_bake.lazy_face import lazy_getattr
 
 _EXPORTS: dict[str, str] = {
     "AMDGPU_MACH": "targets",
-    "BUNDLE_MAGIC": "formats",
+    "BUNDLE_MAGIC": "bundle",
     "BundleEntry": "models",
     "BundleId": "targets",
-    "CCOB_MAGIC": "formats",
-    "CCOB_METHODS": "formats",
+    "CCOB_MAGIC": "ccob",
+    "CCOB_METHODS": "ccob",
     "CodeObjectSource": "models",
     "DEVICE_KINDS": "targets",
     "GENERIC_COVERS": "targets",
@@ -37,7 +40,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from rocm_bake.offload.formats import BUNDLE_MAGIC, CCOB_MAGIC, CCOB_METHODS
+    from rocm_bake.offload.bundle import BUNDLE_MAGIC
+    from rocm_bake.offload.ccob import CCOB_MAGIC, CCOB_METHODS
     from rocm_bake.offload.models import BundleEntry, CodeObjectSource, WheelTargets
     from rocm_bake.offload.targets import (
         AMDGPU_MACH,

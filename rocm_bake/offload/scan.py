@@ -31,30 +31,22 @@ from pathlib import Path
 from typing import Any
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.offload.formats import (
-    CCOB_LAYOUTS,
+from rocm_bake.offload.bundle import BundleHeader, check_entries_within, read_bundle_header
+from rocm_bake.offload.ccob import CCOB_LAYOUTS, CcobHeader, ccob_truncated, ccob_version, first_read, parse_ccob_header
+from rocm_bake.offload.corrupt import Corrupt
+from rocm_bake.offload.elf import (
     ELF_MAGIC,
     EM_AMDGPU,
     FATBIN_SECTION,
     SHT_NOBITS,
-    BundleHeader,
-    CcobHeader,
-    Corrupt,
     ElfHeader,
-    InflatedPrefix,
     SectionHeader,
-    ccob_truncated,
-    ccob_version,
-    check_entries_within,
     elf_header,
-    first_read,
-    inflater,
-    parse_ccob_header,
-    read_bundle_header,
     section_entry_size,
     section_table,
     section_table_span,
 )
+from rocm_bake.offload.inflate import InflatedPrefix, inflater
 from rocm_bake.offload.source import ForwardSource, StoredSource
 from rocm_bake.offload.targets import DEVICE_KINDS, processor_of_mach
 

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import IO
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.offload.formats import BUNDLE_MAGIC, FATBIN_SECTION
+from rocm_bake.offload.bundle import BUNDLE_MAGIC
+from rocm_bake.offload.elf import FATBIN_SECTION
 
 #: Bytes inflated per read of the member: large enough that Python overhead is
 #: noise. The member is always read a whole chunk at a time (see ``_read``).

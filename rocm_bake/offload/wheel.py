@@ -22,7 +22,7 @@ from typing import IO
 from rocm_bake import progress
 from rocm_bake.archset import Arch
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.offload.formats import ELF_MAGIC
+from rocm_bake.offload.elf import ELF_MAGIC
 from rocm_bake.offload.models import CodeObjectSource, WheelTargets
 from rocm_bake.offload.scan import Source, Where, scan_stored, scan_stream
 from rocm_bake.offload.source import ForwardSource, StoredSource
