@@ -48,7 +48,7 @@ from results import record, reset  # noqa: E402
 from rocm_bake.archset import ArchSet  # noqa: E402
 from rocm_bake import progress  # noqa: E402
 from rocm_bake.registry.extract import fetch_wheels  # noqa: E402
-from rocm_bake.registry.client import OCI_MANIFEST  # noqa: E402
+from rocm_bake.registry.manifest import OCI_MANIFEST  # noqa: E402
 from rocm_bake.registry.server import start_registry  # noqa: E402
 
 MB = 1 << 20

@@ -28,7 +28,8 @@ import pytest
 import yaml
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.registry.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, scheme_for
+from rocm_bake.registry.manifest import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
+from rocm_bake.registry.scheme import scheme_for
 from rocm_bake.registry.server import start_registry
 from rocm_bake.registry.tls import RegistryTls
 

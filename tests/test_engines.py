@@ -231,7 +231,8 @@ def buildx_build(kit: BuildKit, context: Path, ref: str) -> None:
 
 def layer_files(registry: str, repository: str, tag: str) -> dict[str, bytes]:
     """Every regular file of the pushed image's layers (later layers win), read back from the registry."""
-    from rocm_bake.registry.client import RegistryClient, parse_ref
+    from rocm_bake.registry.client import RegistryClient
+    from rocm_bake.registry.reference import parse_ref
 
     files: dict[str, bytes] = {}
     with RegistryClient(registry) as client:

@@ -17,7 +17,7 @@ from rocm_bake import progress
 from rocm_bake.cli import main
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import FETCH_MANIFEST, fetch_wheels, layer_may_hold_wheels, open_tar
-from rocm_bake.registry.client import VerifyingReader
+from rocm_bake.registry.reader import VerifyingReader
 
 from tests.readonly_fixtures import run_read_only
 from tests.registry_fixtures import (  # noqa: F401 - fixtures

@@ -19,7 +19,7 @@ from rocm_bake.gpu.which import check_index_base
 from rocm_bake.http_waits import check_service_url
 from rocm_bake.publish.github import GitHubEndpoints
 from rocm_bake.publish.landing import safe_link
-from rocm_bake.registry.client import scheme_for
+from rocm_bake.registry.scheme import scheme_for
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPOSTORS = ["127.0.0.1.evil.example", "127.evil.example", "localhost.evil.example", "127.0.0.1.nip.io",

@@ -23,7 +23,10 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.ports import free_port
 from rocm_bake.registry import server as registry_server
 from rocm_bake.registry.extract import fetch_wheels
-from rocm_bake.registry.client import RegistryClient, parse_challenge, parse_ref, scheme_for
+from rocm_bake.registry.auth import parse_challenge
+from rocm_bake.registry.client import RegistryClient
+from rocm_bake.registry.reference import parse_ref
+from rocm_bake.registry.scheme import scheme_for
 from rocm_bake.registry.tags import check_ref_for_arch, image_tag, tag_arch_set
 
 from tests.registry_fixtures import (  # noqa: F401 - fixtures

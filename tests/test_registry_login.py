@@ -24,7 +24,8 @@ import pytest
 
 from components.wheels_provider import FetchedWheelsProvider
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.registry.client import RegistryClient, parse_ref
+from rocm_bake.registry.client import RegistryClient
+from rocm_bake.registry.reference import parse_ref
 from rocm_bake.registry.credentials import Credential, config_path, lookup
 from rocm_bake.registry.tls import RegistryTls, ensure_tls
 

@@ -25,7 +25,9 @@ import pytest
 
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.registry.client import RegistryClient, parse_ref, scheme_for, speaks_tls
+from rocm_bake.registry.client import RegistryClient
+from rocm_bake.registry.reference import parse_ref
+from rocm_bake.registry.scheme import scheme_for, speaks_tls
 from rocm_bake.registry.extract import fetch_wheels
 from rocm_bake.ports import free_port
 from rocm_bake.registry.tls import SYSTEM_BUNDLES, RegistryTls, ensure_tls

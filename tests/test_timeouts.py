@@ -17,7 +17,8 @@ from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.http_waits import retry_after_seconds
 from rocm_bake.publish.github import GitHubClient, GitHubEndpoints
-from rocm_bake.registry.client import RegistryClient, parse_ref
+from rocm_bake.registry.client import RegistryClient
+from rocm_bake.registry.reference import parse_ref
 
 from tests.retry_fixtures import hung_server, no_waits  # noqa: F401 - fixtures
 

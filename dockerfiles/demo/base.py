@@ -94,7 +94,8 @@ def already_pushed(registry: str) -> bool:
     loopback registry speaks http; the Docker login of $DOCKER_CONFIG when it asks for one). Any failure is "no":
     the push that follows says what is wrong."""
     from rocm_bake.errors import RocmBakeError
-    from rocm_bake.registry.client import RegistryClient, parse_ref
+    from rocm_bake.registry.client import RegistryClient
+    from rocm_bake.registry.reference import parse_ref
 
     try:
         with RegistryClient(registry, retries=0, budget_s=30, timeout_s=10) as client:

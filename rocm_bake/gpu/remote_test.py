@@ -84,7 +84,7 @@ def require_digest(image: str, arch: Arch | None = None) -> str:
             f"image {image!r} is not pinned by digest: pass registry/repo:tag@sha256:… (a tag can be "
             "re-pushed by another build; the digest is what was built for this arch)"
         )
-    from rocm_bake.registry.client import parse_ref  # httpx: only when a test really runs, not for `plan`
+    from rocm_bake.registry.reference import parse_ref  # pydantic: only when a test really runs, not for `plan`
 
     parsed = parse_ref(image)  # validates registry host, repository and sha256:<64 hex>
     if arch is not None and parsed.tag is not None:

@@ -1,4 +1,4 @@
-"""OCI registry: the generic client, rocm-bake's image tags, the selective wheel fetch, and the loopback registry server.
+"""OCI registry: the generic client and its parts, rocm-bake's image tags, the selective wheel fetch, the loopback server.
 
 The package face (see ``rocm_bake.lazy_face``): the CLI and the components import from here.
 """

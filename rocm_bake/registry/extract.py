@@ -40,13 +40,10 @@ from pydantic import BaseModel, ValidationError
 
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.registry.client import (
-    Descriptor,
-    ImageRef,
-    RegistryClient,
-    ResolvedImage,
-    VerifyingReader,
-)
+from rocm_bake.registry.client import RegistryClient
+from rocm_bake.registry.manifest import Descriptor, ResolvedImage
+from rocm_bake.registry.reader import VerifyingReader
+from rocm_bake.registry.reference import ImageRef
 from rocm_bake.registry.tags import check_ref_for_arch
 
 DEFAULT_WHEEL_DIR = "/wheels/"

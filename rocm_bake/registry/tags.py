@@ -14,7 +14,7 @@ from rocm_bake.archset import ArchError, ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION
 from rocm_bake.index.versions import check_rocm_version
-from rocm_bake.registry.client import ImageRef, parse_ref
+from rocm_bake.registry.reference import ImageRef, parse_ref
 
 LATEST_REASON = (
     ":latest is written by whichever architecture was pushed last, with the wheels "
