@@ -16,23 +16,19 @@ import zlib
 from pathlib import Path
 
 from rocm_bake.zstd import zstd
+from tests.index_fixtures import MACH, amdgpu_code_object
 
 MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 HOST_ID = "host-x86_64-unknown-linux-gnu"
 
-#: EF_AMDGPU_MACH values for the code objects written into bundle entries.
-MACH = {"gfx950": 0x4F, "gfx1201": 0x4E, "gfx1151": 0x4A, "gfx90a": 0x3F, "gfx942": 0x4C,
-        "gfx1250": 0x49}
+#: The e_flags value given to a code object for a target LLVM does not number (``sm_80``, ``../../x``).
+UNNUMBERED_MACH = 0x7E
 
 
-def amdgpu_code_object(arch: str) -> bytes:
-    """A 64-byte ELF64 header of an AMDGPU code object (EM_AMDGPU, e_flags mach) plus body."""
-    ident = b"\x7fELF" + bytes([2, 1, 1, 64, 4]) + bytes(7)
-    header = ident + struct.pack(
-        "<HHIQQQIHHHHHH", 3, 224, 1, 0, 0, 0, MACH.get(arch, 0x7E) | 0x300, 64, 56, 0, 64, 0, 0
-    )
-    assert len(header) == 64
-    return header + arch.encode() * 16
+def _entry_code_object(target: str) -> bytes:
+    """The code object in a bundle entry for ``target`` (a processor, or any id tail)."""
+    processor = target.split(":")[0]
+    return amdgpu_code_object(processor, 16 * len(processor), None if processor in MACH else UNNUMBERED_MACH)
 
 
 def bundle(ids: list[str], align: int = 4096, payload_extra: bytes = b"") -> bytes:
@@ -42,7 +38,7 @@ def bundle(ids: list[str], align: int = 4096, payload_extra: bytes = b"") -> byt
     or to hide bytes that look like other bundles inside one).
     """
     payloads = [b"" if i.startswith("host-") else
-                amdgpu_code_object(i.rsplit("-", 1)[-1].split(":")[0]) + payload_extra
+                _entry_code_object(i.rsplit("-", 1)[-1]) + payload_extra
                 for i in ids]
     header_size = len(MAGIC) + 8 + sum(24 + len(i) for i in ids)
     offsets, pos = [], header_size

@@ -6,6 +6,7 @@ front to back) and stored (read in place); both readings must agree.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -27,8 +28,12 @@ from rocm_bake.commands.wheel import describe
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.offload import check_wheel_for_arch, parse_bundle_id, wheel_targets
 from rocm_bake.offload import formats as offload_formats
+from rocm_bake.offload.targets import processor_of_mach
 from rocm_bake.offload import source as offload_source
 from rocm_bake.offload import wheel as offload_wheel
+
+#: The demo image's stand-in for a ROCm build (standard library only: it runs inside the image build).
+DEMO_BUILD = Path(__file__).resolve().parents[1] / "dockerfiles" / "demo" / "context" / "demo_build.py"
 
 STORAGE = pytest.mark.parametrize("stored", [False, True], ids=["deflated", "stored"])
 
@@ -185,6 +190,20 @@ def test_standalone_amdgpu_code_objects_count(tmp_path: Path) -> None:
     assert wheel_targets(wheel).targets == ["gfx942"]
     with pytest.raises(RocmBakeError, match="gfx942, not gfx950"):
         check_wheel_for_arch(wheel, Arch("gfx950"))
+
+
+def test_demo_build_numbers_each_arch_as_the_product_reads_it() -> None:
+    """The demo image's build cannot import rocm_bake, so its EF_AMDGPU_MACH table is a copy: it must
+    agree with the product's, or the demo's code objects would be read as another arch (or none)."""
+    spec = importlib.util.spec_from_file_location("demo_build", DEMO_BUILD)
+    assert spec is not None and spec.loader is not None
+    demo_build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo_build)
+    read_as = {arch: processor_of_mach(mach) for arch, mach in demo_build.MACH.items()}
+    assert read_as == {arch: arch for arch in demo_build.MACH}, f"{DEMO_BUILD} numbers arches unlike rocm_bake/offload/targets.py: {read_as}"
+    for arch in demo_build.MACH:
+        e_flags = struct.unpack_from("<I", demo_build.code_object(arch), 48)[0]
+        assert processor_of_mach(e_flags) == arch, f"demo code object for {arch}: e_flags {e_flags:#x}"
 
 
 def test_generic_target_covers_its_members() -> None:

@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from offload_fixtures import bundle, hip_ids, make_wheel, shared_object  # noqa: E402
+from tests.offload_fixtures import bundle, hip_ids, make_wheel, shared_object  # noqa: E402
 
 ROCM = "10.1.0"
 #: (dist, version, has device code)
