@@ -72,6 +72,7 @@ def make_wheel(
     requires_python: str | None = None,
     filename: str | None = None,
     metadata: bytes | None = None,
+    compression: int = zipfile.ZIP_DEFLATED,
 ) -> Path:
     """Write ``<name>-<version>-<tag>.whl`` into ``out_dir`` and return its path.
 
@@ -79,6 +80,7 @@ def make_wheel(
     A module ``<name>/__init__.py`` records name and version; ``extra_files``
     adds members (e.g. ``device_files``). ``filename`` overrides the file
     name (for tests of mismatched metadata); ``metadata`` the METADATA bytes.
+    ``compression``: ``zipfile.ZIP_STORED`` gives members read in place, not streamed.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = name.replace("-", "_")
@@ -100,7 +102,7 @@ def make_wheel(
     record = "".join(f"{n},{_record_hash(d)},{len(d)}\n" for n, d in members.items())
     members[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
     path = out_dir / (filename or f"{dist}-{version}-{tag}.whl")
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(path, "w", compression=compression) as zf:
         for member, data in members.items():
             zf.writestr(member, data)
     return path

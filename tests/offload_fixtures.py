@@ -7,7 +7,6 @@ gcc and objcopy adds the ``.hip_fatbin`` section, as the HIP toolchain does.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import struct
 import subprocess
@@ -16,7 +15,7 @@ import zlib
 from pathlib import Path
 
 from rocm_bake.zstd import zstd
-from tests.index_fixtures import MACH, amdgpu_code_object
+from tests.index_fixtures import MACH, NATIVE_TAG, amdgpu_code_object, make_wheel
 
 MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 HOST_ID = "host-x86_64-unknown-linux-gnu"
@@ -118,33 +117,6 @@ def section_offsets(so: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def make_wheel(
-    out_dir: Path, dist: str, version: str, members: dict[str, bytes], pure: bool = False,
-    compression: int = zipfile.ZIP_DEFLATED,
-) -> Path:
-    """An installable wheel (dist-info with METADATA, WHEEL and a hashed RECORD)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tag = "py3-none-any" if pure else "cp311-cp311-linux_x86_64"
-    wheel = out_dir / f"{dist}-{version}-{tag}.whl"
-    info = f"{dist}-{version}.dist-info"
-    files = dict(members)
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode()
-    files[f"{info}/WHEEL"] = (
-        f"Wheel-Version: 1.0\nGenerator: rocm-bake-tests\nRoot-Is-Purelib: {str(pure).lower()}\n"
-        f"Tag: {tag}\n"
-    ).encode()
-    record = []
-    for name, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
-    record.append(f"{info}/RECORD,,")
-    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    with zipfile.ZipFile(wheel, "w", compression=compression) as zf:
-        for name, data in files.items():
-            zf.writestr(name, data)
-    return wheel
-
-
 def device_wheel(
     work: Path, dist: str, fatbin: bytes | None, version: str = "1.0", stored: bool = False,
     extra_sections: dict[str, bytes] | None = None, c_source: str = C_SOURCE,
@@ -154,6 +126,6 @@ def device_wheel(
     ``stored``: the members are stored, not deflated (read in place, not streamed).
     """
     so = shared_object(work / "build" / dist, "_C", fatbin, extra_sections, c_source)
-    return make_wheel(work / "wheels", dist, version, {f"{dist}/_C.so": so.read_bytes(),
-                                                     f"{dist}/__init__.py": b""},
-                      compression=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)
+    return make_wheel(work / "wheels", dist, version, extra_files={f"{dist}/_C.so": so.read_bytes(),
+                                                                   f"{dist}/__init__.py": b""},
+                      tag=NATIVE_TAG, compression=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)
