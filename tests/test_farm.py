@@ -1,0 +1,245 @@
+"""``make farm`` / ``make farm-down`` (rocm_bake/farm) for real: namespaces, veths, a bridge and five hosts.
+
+Root only, as CI runs: a farm needs ``ip netns``. Each test's farm belongs to
+a temp checkout (its own ``.rocm-bake``), so it never touches this
+checkout's builders or files; every test takes its farm down, on failure too,
+and asserts that nothing of it is left.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rocm_bake.errors import RocmBakeError
+from rocm_bake.farm import farm as farm_mod
+from rocm_bake.farm import hosts, slots
+from rocm_bake.farm.layout import BUCKET, BUILDERS, HOSTS, REGION, REGISTRY_USER, Layout
+from tests.engine_fixtures import engine
+
+
+@pytest.fixture(autouse=True)
+def farm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0:
+        pytest.fail("the farm tests need root (ip netns, veths), as CI runs them")
+    for name in ("buildkitd", "buildx", "versitygw"):
+        engine(name)
+    monkeypatch.delenv("BUILDX_CONFIG", raising=False)  # each temp checkout's own .rocm-bake/buildx
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def cmdlines() -> dict[str, bytes]:
+    """Every process's command line (pid: NUL-joined args); processes that end meanwhile are skipped."""
+    found = {}
+    for pid in Path("/proc").iterdir():
+        if pid.name.isdigit():
+            try:
+                found[pid.name] = (pid / "cmdline").read_bytes()
+            except OSError:
+                pass
+    return found
+
+
+def buildx_names(root: Path) -> str:
+    return farm_mod.buildx(root, "ls").stdout
+
+
+def leftovers(layout: Layout) -> list[str]:
+    """Anything of ``layout``'s farm still on this machine: namespaces, links, processes, files, claim, builders."""
+    found = [line for line in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+             .splitlines() if line.split()[0].startswith(f"{layout.prefix}-")]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines()
+    found += [line.split(":")[1].strip() for line in links
+              if line.split(":")[1].strip().split("@")[0] in {layout.bridge, *(layout.veth(h) for h in HOSTS)}]
+    found += [f"pid {pid}" for pid, args in cmdlines().items() if str(layout.dir).encode() in args]
+    found += [str(path) for path in (layout.dir, slots.claims_dir() / str(layout.slot)) if path.exists()]
+    found += [f"buildx {name}" for name in ("farm-builder-1", "farm-builder-2") if name in buildx_names(layout.root)]
+    return found
+
+
+def ca_context(layout: Layout) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(layout.tls_dir / "ca.pem"))
+
+
+def registry_status(layout: Layout, auth: str | None) -> int:
+    request = urllib.request.Request(f"https://{layout.endpoint('registry')}/v2/")
+    if auth:
+        request.add_header("Authorization", f"Basic {auth}")
+    try:
+        with urllib.request.urlopen(request, context=ca_context(layout), timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def s3_list(layout: Layout, access_key: str, secret_key: str) -> tuple[int, str]:
+    """A SigV4-signed ListObjectsV2 of the farm bucket (path style), as Pulumi's S3 backend sends."""
+    host, now = layout.endpoint("state"), datetime.datetime.now(datetime.timezone.utc)
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    payload = hashlib.sha256(b"").hexdigest()
+    canonical = "\n".join(["GET", f"/{BUCKET}", "list-type=2", f"host:{host}", f"x-amz-content-sha256:{payload}",
+                           f"x-amz-date:{stamp}", "", "host;x-amz-content-sha256;x-amz-date", payload])
+    scope = f"{day}/{REGION}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = f"AWS4{secret_key}".encode()
+    for part in (day, REGION, "s3", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    request = urllib.request.Request(f"http://{host}/{BUCKET}?list-type=2", headers={
+        "x-amz-date": stamp, "x-amz-content-sha256": payload,
+        "Authorization": f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
+                         f"SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={signature}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def ssh(layout: Layout, known_hosts: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ssh", "-T", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+         "-o", f"UserKnownHostsFile={known_hosts}", "-o", "ConnectTimeout=10", "-i", str(layout.ssh_identity),
+         "-o", "IdentitiesOnly=yes", "-l", "root", layout.address("gpu-node"), "echo on-$(hostname -I)"],
+        capture_output=True, text=True, timeout=30)
+
+
+def build_on(farm: farm_mod.Farm, host: str, context: Path) -> subprocess.CompletedProcess[str]:
+    """buildx builds a FROM-scratch image on ``host`` and pushes it to the farm registry with the farm login."""
+    layout = farm.layout
+    ref = f"{layout.endpoint('registry')}/farm-test/{host}:latest"
+    return subprocess.run(
+        [hosts.tool("buildx"), "--builder", layout.buildx_name(host), "build", "--progress", "plain",
+         "--output", f"type=image,name={ref},push=true", str(context)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "BUILDX_CONFIG": farm.exports["BUILDX_CONFIG"], "DOCKER_CONFIG": farm.exports["DOCKER_CONFIG"]})
+
+
+def test_every_host_answers_and_down_leaves_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "checkout"
+    root.mkdir()
+    farm = farm_mod.up(root, quiet)
+    layout = farm.layout
+    try:
+        assert layout.subnet.startswith("198.18.") and len(layout.bridge) <= 15
+        # Builders: a tiny image built through mutual TLS on each, pushed with the docker-login credentials.
+        context = tmp_path / "context"
+        context.mkdir()
+        (context / "Dockerfile").write_text("FROM scratch\nCOPY hello /hello\n")
+        (context / "hello").write_text("hello from the farm\n")
+        for host in BUILDERS:
+            result = build_on(farm, host, context)
+            assert result.returncode == 0, result.stderr[-2000:]
+            assert f"tcp://{layout.endpoint(host)}" in farm_mod.registered_endpoint(root, layout.buildx_name(host))
+        # A client without the farm's client certificate is refused by buildkitd.
+        with socket.create_connection(layout.endpoint("builder-1").split(":"), timeout=10) as raw:
+            with ca_context(layout).wrap_socket(raw, server_hostname=layout.address("builder-1")) as tls:
+                with pytest.raises(ssl.SSLError, match="CERTIFICATE_REQUIRED|certificate required"):
+                    tls.sendall(b"\0")
+                    tls.recv(1)
+        # Registry: refuses without credentials, accepts the login written as docker login writes it.
+        config = json.loads((layout.docker_config / "config.json").read_text())
+        auth = config["auths"][layout.endpoint("registry")]["auth"]
+        assert base64.b64decode(auth).decode().startswith(f"{REGISTRY_USER}:")
+        assert (layout.docker_config / "config.json").stat().st_mode & 0o077 == 0
+        assert registry_status(layout, None) == 401
+        assert registry_status(layout, base64.b64encode(b"farm:wrong").decode()) == 401
+        assert registry_status(layout, auth) == 200
+        # State: the bucket answers the printed keys (and refuses others).
+        keys = farm.exports["AWS_ACCESS_KEY_ID"], farm.exports["AWS_SECRET_ACCESS_KEY"]
+        status, body = s3_list(layout, *keys)
+        assert status == 200 and f"<Name>{BUCKET}</Name>" in body, body[:300]
+        assert s3_list(layout, keys[0], "not-the-secret-key-at-all")[0] == 403
+        assert farm.exports["PULUMI_BACKEND_URL"].startswith(f"s3://{BUCKET}?endpoint=http://{layout.endpoint('state')}")
+        # GPU node: ssh with the pinned host key; a known_hosts without it is refused.
+        answered = ssh(layout, layout.known_hosts)
+        assert answered.returncode == 0 and layout.address("gpu-node") in answered.stdout, answered.stderr
+        empty = tmp_path / "empty_known_hosts"
+        empty.write_text("")
+        refused = ssh(layout, empty)
+        assert refused.returncode != 0 and "Host key verification failed" in refused.stderr
+        # No secret on any daemon's command line.
+        password = base64.b64decode(auth).decode().split(":", 1)[1]
+        for pid, args in cmdlines().items():
+            assert password.encode() not in args and keys[1].encode() not in args, f"a secret in pid {pid}'s argv"
+    finally:
+        farm_mod.down(root, quiet)
+    assert leftovers(layout) == []
+
+
+def test_two_checkouts_run_farms_at_once(tmp_path: Path) -> None:
+    roots = [tmp_path / "alice", tmp_path / "bob"]
+    farms: dict[Path, farm_mod.Farm] = {}
+    errors: list[BaseException] = []
+
+    def bring_up(root: Path) -> None:
+        try:
+            farms[root] = farm_mod.up(root, quiet)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    for root in roots:
+        root.mkdir()
+    threads = [threading.Thread(target=bring_up, args=(root,)) for root in roots]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        alice, bob = farms[roots[0]].layout, farms[roots[1]].layout
+        assert alice.slot != bob.slot and alice.bridge != bob.bridge
+        for layout in (alice, bob):
+            for host in HOSTS:
+                socket.create_connection(layout.endpoint(host).split(":"), timeout=5).close()
+            assert registry_status(layout, None) == 401
+        farm_mod.down(roots[0], quiet)
+        assert leftovers(alice) == []
+        assert registry_status(bob, None) == 401, "taking one farm down leaves the other running"
+        shutil.rmtree(bob.dir)  # its files gone (a temp cleaner, a stray rm): down still finds it by its claim
+        farm_mod.down(roots[1], quiet)
+    finally:
+        for root in roots:
+            farm_mod.down(root, quiet)
+    assert leftovers(alice) == [] and leftovers(bob) == []
+
+
+def test_a_failure_mid_setup_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "checkout"
+    root.mkdir()
+    made: list[Layout] = []
+    real_state = hosts.start_state
+
+    def state_fails(layout: Layout, access_key: str, secret_key: str) -> int:
+        made.append(layout)
+        real_state(layout, access_key, secret_key)  # really running, so the undo has a process to stop
+        raise RocmBakeError("state host: simulated failure after versitygw started")
+
+    monkeypatch.setattr(hosts, "start_state", state_fails)
+    with pytest.raises(RocmBakeError, match="simulated failure"):
+        farm_mod.up(root, quiet)
+    assert made, "setup reached the state host"
+    assert leftovers(made[0]) == []
+
+
+def test_cli_down_without_a_farm_says_so(tmp_path: Path) -> None:
+    result = subprocess.run(["python3", "-m", "rocm_bake.farm", "down", "--root", str(tmp_path)],
+                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0 and result.stdout.strip() == "farm: none"
