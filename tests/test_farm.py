@@ -9,6 +9,7 @@ and asserts that nothing of it is left.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import hashlib
 import hmac
@@ -18,9 +19,11 @@ import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,16 +32,34 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.farm import farm as farm_mod
 from rocm_bake.farm import hosts, slots
 from rocm_bake.farm.layout import BUCKET, BUILDERS, HOSTS, REGION, REGISTRY_USER, Layout
-from tests.engine_fixtures import engine
+from rocm_bake.farm.fleet import NO_GPU_STATUS
+from tests.engine_fixtures import VENV_BIN, engine
 
 
-@pytest.fixture(autouse=True)
-def farm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def need_root_and_engines() -> None:
     if os.geteuid() != 0:
         pytest.fail("the farm tests need root (ip netns, veths), as CI runs them")
     for name in ("buildkitd", "buildx", "versitygw"):
         engine(name)
+
+
+@pytest.fixture(autouse=True)
+def farm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    need_root_and_engines()
     monkeypatch.delenv("BUILDX_CONFIG", raising=False)  # each temp checkout's own .rocm-bake/buildx
+
+
+@contextlib.contextmanager
+def checkouts(*names: str) -> Iterator[list[Path]]:
+    """Temp checkout roots outside pytest's basetemp (which a concurrent pytest of this user may prune)."""
+    top = Path(tempfile.mkdtemp(prefix="rocm-bake-farm-test-"))
+    try:
+        roots = [top / name for name in names]
+        for root in roots:
+            root.mkdir()
+        yield roots
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def quiet(_: str) -> None:
@@ -121,71 +142,137 @@ def ssh(layout: Layout, known_hosts: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, timeout=30)
 
 
-def build_on(farm: farm_mod.Farm, host: str, context: Path) -> subprocess.CompletedProcess[str]:
-    """buildx builds a FROM-scratch image on ``host`` and pushes it to the farm registry with the farm login."""
+def build_on(farm: farm_mod.Farm, host: str, context: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+    """buildx builds ``context`` on ``host`` and pushes it to the farm registry with the farm login: (run, ref@digest)."""
     layout = farm.layout
-    ref = f"{layout.endpoint('registry')}/farm-test/{host}:latest"
-    return subprocess.run(
+    ref = f"{layout.endpoint('registry')}/farm-test/{host}:gfx1201"
+    metadata = context / f"metadata-{host}.json"
+    result = subprocess.run(
         [hosts.tool("buildx"), "--builder", layout.buildx_name(host), "build", "--progress", "plain",
-         "--output", f"type=image,name={ref},push=true", str(context)],
+         "--metadata-file", str(metadata), "--output", f"type=image,name={ref},push=true", str(context)],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "BUILDX_CONFIG": farm.exports["BUILDX_CONFIG"], "DOCKER_CONFIG": farm.exports["DOCKER_CONFIG"]})
+    digest = json.loads(metadata.read_text())["containerimage.digest"] if result.returncode == 0 else ""
+    return result, f"{ref}@{digest}"
 
 
-def test_every_host_answers_and_down_leaves_nothing(tmp_path: Path) -> None:
-    root = tmp_path / "checkout"
-    root.mkdir()
-    farm = farm_mod.up(root, quiet)
+@pytest.fixture(scope="module")
+def farm() -> Iterator[farm_mod.Farm]:
+    """One farm for the host checks; taking it down must leave nothing (checked at teardown)."""
+    need_root_and_engines()
+    with pytest.MonkeyPatch.context() as patch, checkouts("checkout") as (root,):
+        patch.delenv("BUILDX_CONFIG", raising=False)
+        made = farm_mod.up(root, quiet)
+        try:
+            yield made
+        finally:
+            farm_mod.down(root, quiet)
+        assert leftovers(made.layout) == []
+
+
+@pytest.fixture(scope="module")
+def pushed(farm: farm_mod.Farm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A FROM-scratch image built on each builder through mutual TLS and pushed with the farm login: host -> ref@digest."""
+    context = tmp_path_factory.mktemp("context")
+    (context / "Dockerfile").write_text("FROM scratch\nCOPY hello /hello\n")
+    refs = {}
+    for host in BUILDERS:
+        (context / "hello").write_text(f"hello from {host}\n")
+        result, ref = build_on(farm, host, context)
+        assert result.returncode == 0, result.stderr[-2000:]
+        refs[host] = ref
+    return refs
+
+
+def test_each_builder_builds_through_mutual_tls_and_pushes_with_the_login(farm: farm_mod.Farm,
+                                                                         pushed: dict[str, str]) -> None:
     layout = farm.layout
-    try:
-        assert layout.subnet.startswith("198.18.") and len(layout.bridge) <= 15
-        # Builders: a tiny image built through mutual TLS on each, pushed with the docker-login credentials.
-        context = tmp_path / "context"
-        context.mkdir()
-        (context / "Dockerfile").write_text("FROM scratch\nCOPY hello /hello\n")
-        (context / "hello").write_text("hello from the farm\n")
-        for host in BUILDERS:
-            result = build_on(farm, host, context)
-            assert result.returncode == 0, result.stderr[-2000:]
-            assert f"tcp://{layout.endpoint(host)}" in farm_mod.registered_endpoint(root, layout.buildx_name(host))
-        # A client without the farm's client certificate is refused by buildkitd.
-        with socket.create_connection(layout.endpoint("builder-1").split(":"), timeout=10) as raw:
-            with ca_context(layout).wrap_socket(raw, server_hostname=layout.address("builder-1")) as tls:
-                with pytest.raises(ssl.SSLError, match="CERTIFICATE_REQUIRED|certificate required"):
-                    tls.sendall(b"\0")
-                    tls.recv(1)
-        # Registry: refuses without credentials, accepts the login written as docker login writes it.
-        config = json.loads((layout.docker_config / "config.json").read_text())
-        auth = config["auths"][layout.endpoint("registry")]["auth"]
-        assert base64.b64decode(auth).decode().startswith(f"{REGISTRY_USER}:")
-        assert (layout.docker_config / "config.json").stat().st_mode & 0o077 == 0
-        assert registry_status(layout, None) == 401
-        assert registry_status(layout, base64.b64encode(b"farm:wrong").decode()) == 401
-        assert registry_status(layout, auth) == 200
-        # State: the bucket answers the printed keys (and refuses others).
-        keys = farm.exports["AWS_ACCESS_KEY_ID"], farm.exports["AWS_SECRET_ACCESS_KEY"]
-        status, body = s3_list(layout, *keys)
-        assert status == 200 and f"<Name>{BUCKET}</Name>" in body, body[:300]
-        assert s3_list(layout, keys[0], "not-the-secret-key-at-all")[0] == 403
-        assert farm.exports["PULUMI_BACKEND_URL"].startswith(f"s3://{BUCKET}?endpoint=http://{layout.endpoint('state')}")
-        # GPU node: ssh with the pinned host key; a known_hosts without it is refused.
-        answered = ssh(layout, layout.known_hosts)
-        assert answered.returncode == 0 and layout.address("gpu-node") in answered.stdout, answered.stderr
-        empty = tmp_path / "empty_known_hosts"
-        empty.write_text("")
-        refused = ssh(layout, empty)
-        assert refused.returncode != 0 and "Host key verification failed" in refused.stderr
-        # No secret on any daemon's command line.
-        password = base64.b64decode(auth).decode().split(":", 1)[1]
-        for pid, args in cmdlines().items():
-            assert password.encode() not in args and keys[1].encode() not in args, f"a secret in pid {pid}'s argv"
-    finally:
-        farm_mod.down(root, quiet)
-    assert leftovers(layout) == []
+    assert layout.subnet.startswith("198.18.") and len(layout.bridge) <= 15
+    for host in BUILDERS:
+        assert farm_mod.registered_endpoint(layout.root, layout.buildx_name(host)) == f"tcp://{layout.endpoint(host)}"
+        assert f"/farm-test/{host}:gfx1201@sha256:" in pushed[host]
+    # A client without the farm's client certificate is refused by buildkitd.
+    with socket.create_connection(layout.endpoint("builder-1").split(":"), timeout=10) as raw:
+        with ca_context(layout).wrap_socket(raw, server_hostname=layout.address("builder-1")) as tls:
+            with pytest.raises(ssl.SSLError, match="CERTIFICATE_REQUIRED|certificate required"):
+                tls.sendall(b"\0")
+                tls.recv(1)
 
 
-def test_two_checkouts_run_farms_at_once(tmp_path: Path) -> None:
-    roots = [tmp_path / "alice", tmp_path / "bob"]
+def test_the_registry_refuses_without_the_login_and_accepts_it(farm: farm_mod.Farm) -> None:
+    layout = farm.layout
+    config = json.loads((layout.docker_config / "config.json").read_text())
+    auth = config["auths"][layout.endpoint("registry")]["auth"]
+    assert base64.b64decode(auth).decode().startswith(f"{REGISTRY_USER}:")
+    assert (layout.docker_config / "config.json").stat().st_mode & 0o077 == 0
+    assert registry_status(layout, None) == 401
+    assert registry_status(layout, base64.b64encode(b"farm:wrong").decode()) == 401
+    assert registry_status(layout, auth) == 200
+    password = base64.b64decode(auth).decode().split(":", 1)[1]
+    for pid, args in cmdlines().items():
+        assert password.encode() not in args and farm.exports["AWS_SECRET_ACCESS_KEY"].encode() not in args, \
+            f"a secret in pid {pid}'s command line"
+
+
+def test_the_bucket_answers_the_printed_keys_only(farm: farm_mod.Farm) -> None:
+    layout = farm.layout
+    keys = farm.exports["AWS_ACCESS_KEY_ID"], farm.exports["AWS_SECRET_ACCESS_KEY"]
+    status, body = s3_list(layout, *keys)
+    assert status == 200 and f"<Name>{BUCKET}</Name>" in body, body[:300]
+    assert s3_list(layout, keys[0], "not-the-secret-key-at-all")[0] == 403
+    assert farm.exports["PULUMI_BACKEND_URL"].startswith(f"s3://{BUCKET}?endpoint=http://{layout.endpoint('state')}")
+
+
+def test_the_gpu_node_answers_ssh_with_the_pinned_host_key_only(farm: farm_mod.Farm, tmp_path: Path) -> None:
+    layout = farm.layout
+    answered = ssh(layout, layout.known_hosts)
+    assert answered.returncode == 0 and layout.address("gpu-node") in answered.stdout, answered.stderr
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    refused = ssh(layout, empty)
+    assert refused.returncode != 0 and "Host key verification failed" in refused.stderr
+
+
+def gpu_test(farm: farm_mod.Farm, image: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``rocm-bake gpu-test`` of gfx1201 with the farm's exports (its fleet, known_hosts and key)."""
+    return subprocess.run([str(VENV_BIN / "rocm-bake"), "gpu-test", "--arch", "gfx1201", "--image", image],
+                          capture_output=True, text=True, timeout=120,
+                          env={**{k: v for k, v in os.environ.items() if k != "GPU_HOST"}, **farm.exports, **env})
+
+
+def test_the_gpu_test_runs_on_gpu_node_over_ssh_and_gpu_host_moves_it(farm: farm_mod.Farm, pushed: dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    layout, image = farm.layout, pushed["builder-1"]
+    runs = layout.host_dir("gpu-node") / "runs.log"
+    default = gpu_test(farm, image)
+    assert default.returncode == NO_GPU_STATUS, default.stdout + default.stderr
+    digest = image.split("@", 1)[1]
+    assert f"farm node {layout.fleet_address('gpu-node')}: farm-test/builder-1@{digest} is in the registry" \
+        in default.stdout, default.stdout + default.stderr
+    assert "no GPU on a farm node, so the test was not run: python3 -c" in default.stdout + default.stderr
+    assert runs.read_text().splitlines() == [f"{layout.fleet_address('gpu-node')} {image}"]
+
+    moved = gpu_test(farm, image, GPU_HOST="gpu-node-2")
+    assert moved.returncode == NO_GPU_STATUS, moved.stdout + moved.stderr
+    assert runs.read_text().splitlines()[-1] == f"{layout.fleet_address('gpu-node-2')} {image}"
+
+    missing = gpu_test(farm, image.split("@")[0] + "@sha256:" + "0" * 64)
+    assert missing.returncode == 1 and "is not in the registry" in missing.stdout + missing.stderr
+
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    unpinned = gpu_test(farm, image, ROCM_BAKE_SSH_KNOWN_HOSTS=str(empty))
+    assert unpinned.returncode == 2 and "ssh said: Host key verification failed" in unpinned.stderr, unpinned.stderr
+    assert "gpu-node" in unpinned.stderr and str(empty) in unpinned.stderr
+    assert len(runs.read_text().splitlines()) == 3, "a node whose host key is not pinned runs nothing"
+
+
+def test_two_checkouts_run_farms_at_once() -> None:
+    with checkouts("alice", "bob") as roots:
+        two_farms_at_once(roots)
+
+
+def two_farms_at_once(roots: list[Path]) -> None:
     farms: dict[Path, farm_mod.Farm] = {}
     errors: list[BaseException] = []
 
@@ -195,8 +282,6 @@ def test_two_checkouts_run_farms_at_once(tmp_path: Path) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    for root in roots:
-        root.mkdir()
     threads = [threading.Thread(target=bring_up, args=(root,)) for root in roots]
     try:
         for thread in threads:
@@ -221,9 +306,12 @@ def test_two_checkouts_run_farms_at_once(tmp_path: Path) -> None:
     assert leftovers(alice) == [] and leftovers(bob) == []
 
 
-def test_a_failure_mid_setup_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path / "checkout"
-    root.mkdir()
+def test_a_failure_mid_setup_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    with checkouts("checkout") as (root,):
+        failed_up(root, monkeypatch)
+
+
+def failed_up(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[Layout] = []
     real_state = hosts.start_state
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.farm import hosts, net, slots
+from rocm_bake.farm import fleet, hosts, net, slots
 from rocm_bake.farm.layout import BUILDERS, HOSTS, REGISTRY_USER, Layout, farm_dir
 from rocm_bake.registry.tls import RegistryTls, issue_leaf, make_ca, write_bundle, write_private
 
@@ -46,7 +46,7 @@ class Farm:
             "builder-2": f"buildkitd, mTLS; buildx builder {layout.buildx_name('builder-2')}",
             "registry": f"docker-registry, https, login in {layout.docker_config}/config.json",
             "state": f"versitygw, bucket in PULUMI_BACKEND_URL",
-            "gpu-node": f"sshd, host key pinned in {layout.known_hosts}",
+            "gpu-node": f"sshd, host key pinned in {layout.known_hosts}; fleet nodes in {layout.fleet}",
         }
         return [f"{host:<10} {layout.endpoint(host):<22} netns {layout.netns(host)}: {what[host]}" for host in HOSTS]
 
@@ -117,6 +117,7 @@ def exports(layout: Layout, ca: RegistryTls, access_key: str, secret_key: str) -
         "AWS_ACCESS_KEY_ID": access_key,
         "AWS_SECRET_ACCESS_KEY": secret_key,
         "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
+        "ROCM_BAKE_FLEET": str(layout.fleet),
         "ROCM_BAKE_SSH_KNOWN_HOSTS": str(layout.known_hosts),
         "ROCM_BAKE_SSH_IDENTITY": str(layout.ssh_identity),
     }
@@ -138,6 +139,7 @@ def build(layout: Layout, say: Say) -> Farm:
     say(f"gpu-node: sshd pid {hosts.start_gpu_node(layout)}")
     register_builders(layout, ca)
     write_docker_login(layout, password)
+    fleet.write_fleet(layout, password)
     farm = Farm(layout, exports(layout, ca, access_key, secret_key))
     write_private(layout.env_file, ("\n".join(farm.export_lines()) + "\n").encode())
     return farm

@@ -19,7 +19,8 @@ import warnings
 from pathlib import Path
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.farm.layout import BUCKET, REGISTRY_USER, Layout
+from rocm_bake.farm import net
+from rocm_bake.farm.layout import BUCKET, FLEET_NODES, REGISTRY_USER, Layout
 from rocm_bake.registry.tls import RegistryTls, issue_leaf, write_private, write_public
 
 TOOLS_BIN = Path(__file__).resolve().parents[2] / ".tools" / "bin"
@@ -152,16 +153,23 @@ def keygen(path: Path) -> str:
 
 
 def start_gpu_node(layout: Layout) -> int:
-    """sshd on the gpu-node host: key login only, its host key pinned in the farm's known_hosts."""
+    """sshd on the gpu-node host, on the address of each fleet node the farm names (``FLEET_NODES``).
+
+    Key login only; its host key is pinned for each address in the farm's known_hosts.
+    """
     directory = layout.host_dir("gpu-node")
     directory.mkdir(parents=True, exist_ok=True)
     layout.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+    addresses = [layout.fleet_address(node) for node in FLEET_NODES]
+    for address in addresses:
+        if address != layout.address("gpu-node"):
+            net.ip("-n", layout.netns("gpu-node"), "addr", "add", f"{address}/24", "dev", "eth0")
     host_key = keygen(directory / "host_key")
     write_public(directory / "authorized_keys", (keygen(layout.ssh_identity) + "\n").encode())
-    write_public(layout.known_hosts, f"{layout.address('gpu-node')} {host_key}\n".encode())
+    write_public(layout.known_hosts, "".join(f"{address} {host_key}\n" for address in addresses).encode())
     config = directory / "sshd_config"
     config.write_text(
-        f"ListenAddress {layout.endpoint('gpu-node')}\nHostKey {directory / 'host_key'}\n"
+        "".join(f"ListenAddress {address}:22\n" for address in addresses) + f"HostKey {directory / 'host_key'}\n"
         f"AuthorizedKeysFile {directory / 'authorized_keys'}\nPidFile {directory / 'sshd.pid'}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
         "StrictModes no\nUsePAM no\n"

@@ -17,6 +17,9 @@ HOST_OCTET = {"builder-1": 11, "builder-2": 12, "registry": 20, "state": 30, "gp
 VETH_SUFFIX = {"builder-1": "b1", "builder-2": "b2", "registry": "reg", "state": "st", "gpu-node": "gpu"}
 #: The port each host's daemon listens on.
 HOST_PORT = {"builder-1": 1234, "builder-2": 1234, "registry": 5000, "state": 7070, "gpu-node": 22}
+#: The fleet nodes the farm's fleet manifest names, each an address of the gpu-node host (last octet): the
+#: default one and a second to move a test to with GPU_HOST=.
+FLEET_NODES = {"gpu-node": 40, "gpu-node-2": 41}
 #: Slots are the third octet of 198.18.<slot>.0/24.
 SLOTS = range(1, 256)
 BUCKET = "rocm-bake-state"
@@ -86,6 +89,13 @@ class Layout:
     @property
     def ssh_identity(self) -> Path:
         return self.dir / "ssh" / "id_ed25519"
+
+    def fleet_address(self, node: str) -> str:
+        return f"198.18.{self.slot}.{FLEET_NODES[node]}"
+
+    @property
+    def fleet(self) -> Path:
+        return self.dir / "fleet.yml"
 
     @property
     def env_file(self) -> Path:
