@@ -36,6 +36,9 @@ from rocm_bake.farm.fleet import NO_GPU_STATUS
 from tests.engine_fixtures import VENV_BIN, engine
 
 
+BUSYBOX = Path("/bin/busybox")
+
+
 def need_root_and_engines() -> None:
     if os.geteuid() != 0:
         pytest.fail("the farm tests need root (ip netns, veths), as CI runs them")
@@ -174,7 +177,12 @@ def farm() -> Iterator[farm_mod.Farm]:
 def pushed(farm: farm_mod.Farm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A FROM-scratch image built on each builder through mutual TLS and pushed with the farm login: host -> ref@digest."""
     context = tmp_path_factory.mktemp("context")
-    (context / "Dockerfile").write_text("FROM scratch\nCOPY hello /hello\n")
+    if not BUSYBOX.is_file():
+        pytest.fail(f"{BUSYBOX} missing: install the Debian package busybox-static (make setup does)")
+    shutil.copy(BUSYBOX, context / "busybox")
+    # A RUN step too: runc must work in a builder's namespace (cgroups visible), not only COPY.
+    (context / "Dockerfile").write_text('FROM scratch\nCOPY busybox /bin/busybox\nCOPY hello /hello\n'
+                                        'RUN ["/bin/busybox", "sh", "-c", "/bin/busybox cat /hello > /ran"]\n')
     refs = {}
     for host in BUILDERS:
         (context / "hello").write_text(f"hello from {host}\n")

@@ -1,6 +1,6 @@
 """The farm's daemons, each started in its host's namespace and waited for across the bridge.
 
-Every daemon runs under ``ip netns exec`` in its own session, its log in
+Every daemon runs in its host's network namespace (:func:`in_namespace`), in its own session, its log in
 ``.rocm-bake/farm/<host>/``; ``down`` ends them by namespace (``ip netns
 pids``), so nothing outlives the farm. Secrets (the registry password, the
 bucket's keys) reach a daemon through files (0600) or its environment, never
@@ -54,11 +54,23 @@ def server_cert(layout: Layout, ca: RegistryTls, host: str) -> tuple[Path, Path]
     return cert, key
 
 
+def in_namespace(ns: str) -> list[str]:
+    """The argv prefix that runs a program in network namespace ``ns`` with a mount namespace of its own.
+
+    Not ``ip netns exec``: it mounts a fresh /sys, hiding /sys/fs/cgroup, and
+    runc then fails every RUN step ("no cgroup mount found in mountinfo").
+    The private mount namespace (propagation slave) keeps buildkitd's overlay
+    mounts out of this host's table: they end with the process. Both tools
+    exec, so the pid is the daemon's own.
+    """
+    return ["nsenter", f"--net=/run/netns/{ns}", "--", "unshare", "--mount", "--propagation", "slave", "--"]
+
+
 def spawn(layout: Layout, host: str, argv: list[str], env: dict[str, str] | None = None) -> int:
     """Start ``argv`` in ``host``'s namespace and return its pid once it accepts TCP on the host's endpoint."""
     log = layout.host_dir(host) / "daemon.log"
     with log.open("ab") as out:
-        process = subprocess.Popen(["ip", "netns", "exec", layout.netns(host), *argv], stdin=subprocess.DEVNULL,
+        process = subprocess.Popen([*in_namespace(layout.netns(host)), *argv], stdin=subprocess.DEVNULL,
                                    stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     (layout.host_dir(host) / "daemon.pid").write_text(f"{process.pid}\n")
     address, port = layout.endpoint(host).rsplit(":", 1)
