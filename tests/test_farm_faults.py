@@ -1,12 +1,14 @@
-"""Faults on the farm (rocm_bake/farm), each a real ``pulumi up`` of a demo stack that must be refused.
+"""Faults on the farm (rocm_bake/farm), each a real ``pulumi up`` of a demo stack on it.
 
 A wrong registry password, a builder whose client certificate another CA
 signed, a registry serving a certificate for another name: each `up` fails
 with ONE line (``rocm-bake.engine_run``, as ``make up`` runs it) naming what
 was refused, and changes nothing: no image resource in the stack's state,
-nothing in the registry. The stack's state lives in the farm's bucket. Each
-up fails before anything is built, so no demo base is needed. Root only, as
-CI runs; the farm is taken down after, and must leave nothing.
+nothing in the registry. Those ups fail before anything is built. Last, the
+state host goes down mid-``up`` (the demo base pushed first): the engine's
+own error, then ``pulumi cancel`` and ``up`` recover. The stack's state
+lives in the farm's bucket. Root only, as CI runs; the farm is taken down
+after, and must leave nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +30,8 @@ import pytest
 from rocm_bake.farm import farm as farm_mod
 from rocm_bake.farm import hosts
 from rocm_bake.registry.tls import RegistryTls, issue_leaf, make_ca
-from tests.engine_fixtures import PulumiProject, copy_project, engine, project_env
+from rocm_bake.farm.layout import REGISTRY_USER
+from tests.engine_fixtures import ROOT, PulumiProject, copy_project, engine, project_env
 from tests.test_farm import checkouts, leftovers, need_root_and_engines, quiet
 
 STACK = "demo-gfx1201"
@@ -149,3 +153,57 @@ def test_a_registry_certificate_for_another_name_is_one_line_naming_the_registry
     assert rc != 0
     assert line.startswith("rocm-bake: ") and registry in line and "certificate" in line, line
     assert_nothing_changed(project, farm)
+
+
+@pytest.fixture(scope="module")
+def base(farm: farm_mod.Farm) -> str:
+    """The demo base (dockerfiles/demo/base.py, as ``make demo-base`` runs it) pushed to the farm registry
+    through builder-1 with the farm login."""
+    sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
+    import base as demo_base
+
+    saved = os.environ.copy()
+    os.environ.update(farm.exports)
+    try:
+        return demo_base.push_base(farm.layout.endpoint("registry"), farm.layout.buildx_name("builder-1"),
+                                   str(engine("buildx")))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def registry_login(farm: farm_mod.Farm) -> dict[str, str]:
+    """The farm login as the wheel fetch's override variables (the image builds read DOCKER_CONFIG)."""
+    layout = farm.layout
+    auth = json.loads((layout.docker_config / "config.json").read_text())["auths"][layout.endpoint("registry")]["auth"]
+    return {"ROCM_BAKE_REGISTRY_USERNAME": REGISTRY_USER,
+            "ROCM_BAKE_REGISTRY_PASSWORD": base64.b64decode(auth).decode().split(":", 1)[1]}
+
+
+def test_the_state_host_down_mid_up_is_the_engines_error_then_cancel_and_up_recover(
+        farm: farm_mod.Farm, project: PulumiProject, base: str, tmp_path: Path) -> None:
+    layout, login = farm.layout, registry_login(farm)
+    log = tmp_path / "up.log"
+    with log.open("w") as out:
+        update = subprocess.Popen([str(engine("pulumi")), "up", "--stack", STACK, "--yes", "--skip-preview",
+                                   "--non-interactive"], cwd=project.dir, env={**project.env, **login},
+                                  stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while "docker-build:index:Image" not in log.read_text() and update.poll() is None:
+        assert time.monotonic() < deadline, "the up never reached an image"
+        time.sleep(0.2)
+    os.kill(int((layout.host_dir("state") / "daemon.pid").read_text()), signal.SIGKILL)
+    try:
+        update.wait(timeout=600)
+    finally:
+        hosts.start_state(layout, farm.exports["AWS_ACCESS_KEY_ID"], farm.exports["AWS_SECRET_ACCESS_KEY"])
+    text = log.read_text()
+    assert update.returncode != 0, text[-3000:]
+    assert "failed to save snapshot" in text and f"dial tcp {layout.endpoint('state')}: connect: connection refused" \
+        in text, text[-3000:]
+    locked = project.run("up", "--yes", "--skip-preview", stack=STACK, check=False, extra_env=login)
+    assert locked.returncode != 0 and "the stack is currently locked" in locked.stderr + locked.stdout
+    project.run("cancel", "--yes", stack=STACK)
+    project.run("up", "--yes", "--skip-preview", stack=STACK, extra_env=login)
+    project.run("preview", "--expect-no-changes", stack=STACK, extra_env=login)
+    assert len(image_resources(project)) >= 1
