@@ -1,7 +1,7 @@
 # Fresh machine: `make demo` runs the main job here (engines, registry,
 # BuildKit, `pulumi up` of the demo stack); `make up ARCH=...` runs a real
 # stack (real ROCm bases); `make test` runs every test. `make setup` is the
-# step they share: apt packages, the venv, and the engines built from Go.
+# step they share: apt packages, the venv, and the engines (installed ones that fit the pins, else built from Go).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -84,11 +84,15 @@ lock: $(BIN)/rocm-bake ## rewrite requirements.lock from pyproject.toml with has
 	  | $(BIN)/uv pip compile pyproject.toml - --extra test --extra bench --universal --python-version 3.11 \
 	      --generate-hashes --custom-compile-command "make lock" --quiet --output-file requirements.lock
 
-# The Pulumi CLI, our Python language host, the docker-build plugin, BuildKit
-# and buildx, built from the Go modules pinned in tools/ and cached by version
-# outside the work tree (tools/engines.py); the CLI is .tools/bin/pulumi.
-engines: ## build the Go engines (Pulumi CLI, plugins, BuildKit, buildx, actionlint) once per machine; link .tools/bin
-	$(PYTHON) tools/engines.py
+# The Pulumi CLI, its Python language host, the docker-build plugin, BuildKit,
+# buildx, versitygw and actionlint: the ones installed here when compatible
+# with the pins in tools/ (same major version, not older; the plugin at exactly
+# its pin), else built from the Go modules pinned there and cached by version
+# outside the work tree (tools/engines.py). One line per engine says which.
+# ENGINES=build builds every one. The CLI is .tools/bin/pulumi either way.
+ENGINES ?= installed
+engines: ## take the installed engines that fit the pins, build the rest from Go (ENGINES=build: all); link .tools/bin
+	$(PYTHON) tools/engines.py --engines $(ENGINES)
 
 builder: engines registry-tls ## start this checkout's buildkitd and register it as the buildx builder (BUILDER)
 	$(PYTHON) tools/builder.py start --name $(BUILDER) --registry 127.0.0.1:$(REGISTRY_PORT) --registry-ca $(TLS_DIR)/ca.pem

@@ -6,11 +6,13 @@ the engine prints its one line (which key, which rule) and no traceback.
 
 import pulumi
 
-from components.stack import define_stack, read_config
+from components.stack import check_run_environment, define_stack, read_config
 from rocm_bake.errors import RocmBakeError
 
 try:
-    exports = define_stack(read_config())
+    config = read_config()
+    check_run_environment(config)
+    exports = define_stack(config)
 except RocmBakeError as exc:
     raise pulumi.RunError(" ".join(str(exc).split())) from None
 for key, value in exports.items():

@@ -1,5 +1,5 @@
 """What every rocm-bake dynamic provider shares: typed inputs echoed into outputs, the engine's unknown
-marker, check(), plain errors."""
+marker, check(), plain errors, and a resource type of its own."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Self
 
-from pulumi.dynamic import CheckFailure, CheckResult, DiffResult
+import pulumi
+import pulumi.dynamic
+from pulumi.dynamic import CheckFailure, CheckResult, DiffResult, ResourceProvider
 from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.resource_types import UNTYPED
 
-__all__ = ["UNKNOWN", "ProviderInputs", "has_unknown", "check_inputs", "unknown_or_replace"]
+__all__ = ["UNKNOWN", "ProviderInputs", "TypedResource", "has_unknown", "check_inputs", "unknown_or_replace"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,33 +64,6 @@ class ProviderInputs:
     def outputs(self, **outs: Any) -> dict[str, Any]:
         """What create/update return: the inputs echoed, then the outputs they produced."""
         return {**self.to_props(), **outs}
-
-
-def plain_errors_in_the_provider_host() -> None:
-    """In the provider process (``python -m pulumi.dynamic``), a RocmBakeError reaches the engine as its message.
-
-    The SDK hands the engine ``traceback.format_exc()`` for any exception a
-    provider raises; a RocmBakeError is a message for the user (the CLI
-    prints it as one line, the program as a RunError), so the engine shows
-    it as one error under the resource's name, not behind the provider's
-    stack. Any other exception keeps its traceback. The program's own
-    process is left alone (its ``__main__`` is not pulumi.dynamic).
-    """
-    main = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if getattr(main, "name", None) not in ("pulumi.dynamic", "pulumi.dynamic.__main__") \
-            or getattr(traceback.format_exc, "plain", False):
-        return
-    with_traceback = traceback.format_exc
-
-    def format_exc(*args: Any, **kwargs: Any) -> str:
-        exc = sys.exception()
-        return str(exc) if isinstance(exc, RocmBakeError) else with_traceback(*args, **kwargs)
-
-    format_exc.plain = True  # type: ignore[attr-defined]
-    traceback.format_exc = format_exc
-
-
-plain_errors_in_the_provider_host()
 
 
 def has_unknown(props: dict[str, Any], keys: Iterable[str]) -> bool:
@@ -164,3 +140,37 @@ def one_line_provider_errors() -> None:
 
 
 one_line_provider_errors()
+
+
+def _untyped(alias: pulumi.Alias | str) -> pulumi.Alias | str:
+    """The same former place under the former type (a URN string already names its type: kept as it is)."""
+    if isinstance(alias, str):
+        return alias
+    return pulumi.Alias(name=alias.name, type_=UNTYPED, parent=alias.parent, stack=alias.stack,
+                        project=alias.project)
+
+
+def with_untyped_aliases(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
+    """``opts`` plus the aliases that adopt this resource's state from when every dynamic resource was UNTYPED.
+
+    One alias for the same place under the old type, and one for each former
+    place ``opts`` already aliases (a resource that moved under a component
+    was recorded at the root *and* untyped), so every earlier layout upgrades
+    with no replacement and no re-run.
+    """
+    opts = opts or pulumi.ResourceOptions()
+    former = list(opts.aliases or [])
+    extra: list[pulumi.Alias | str] = [pulumi.Alias(type_=UNTYPED), *(_untyped(a) for a in former)]
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=extra))  # lists concatenate
+
+
+class TypedResource(pulumi.dynamic.Resource):
+    """A dynamic resource with a type of its own, still adopting state recorded under the untyped one.
+
+    Subclasses name their type from ``rocm_bake.resource_types``:
+    ``class FetchedWheels(TypedResource, module=FETCHED_WHEELS.module, name=FETCHED_WHEELS.name)``.
+    """
+
+    def __init__(self, provider: ResourceProvider, name: str, props: dict[str, Any],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(provider, name, props, with_untyped_aliases(opts))

@@ -26,13 +26,14 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import ProviderInputs, check_inputs, has_unknown
+from components.dynamic import ProviderInputs, TypedResource, check_inputs, has_unknown
 from components.images import TargetImage
 from rocm_bake.archset import Arch
 from rocm_bake.config import StackConfig
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu import not_covered_message, select_node
 from rocm_bake.manifests import Fleet, Node, load_fleet, load_targets
+from rocm_bake.resource_types import GPU_TEST
 
 #: The target whose image (and gpu_test command) the GPU test runs: torch installed
 #: on pytorch-base (the wheel images are FROM scratch and cannot run anything).
@@ -136,7 +137,7 @@ class GpuTestProvider(ResourceProvider):
         """A test run leaves nothing behind to remove."""
 
 
-class GpuTest(pulumi.dynamic.Resource):
+class GpuTest(TypedResource, module=GPU_TEST.module, name=GPU_TEST.name):
     """One arch's image tested on one node. Outputs: ``node``, ``status`` (0: passed), ``output`` (its tail)."""
 
     node: pulumi.Output[str]

@@ -17,12 +17,13 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import ProviderInputs, check_inputs, unknown_or_replace
+from components.dynamic import ProviderInputs, TypedResource, check_inputs, unknown_or_replace
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import DEFAULT_ROCM_VERSION, IndexResult, build_index, index_dir, is_rocm_bake_index
 from rocm_bake.index.build import IndexPlan
 from rocm_bake.index import check_rocm_version, plan_index, remove_index, tree_matches
+from rocm_bake.resource_types import WHEEL_INDEX
 
 #: Changing these moves the index directory, so the old one is replaced.
 REPLACE_KEYS = ("arch", "dist")
@@ -117,7 +118,7 @@ class WheelIndexProvider(ResourceProvider):
         remove_index(Path(inputs.dist), inputs.arch)
 
 
-class WheelIndex(pulumi.dynamic.Resource):
+class WheelIndex(TypedResource, module=WHEEL_INDEX.module, name=WHEEL_INDEX.name):
     """``DIST/index/<arch>/`` built from ``wheels_dir`` (pass FetchedWheels' ``wheels_dir`` output).
 
     ``arch`` is the stack's PYTORCH_ROCM_ARCH, already validated by the stack

@@ -38,7 +38,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import ProviderInputs, unknown_or_replace
+from components.dynamic import ProviderInputs, TypedResource, unknown_or_replace
 from rocm_bake.archset import ArchSet
 from rocm_bake.config import StackConfig
 from rocm_bake.errors import RocmBakeError
@@ -48,6 +48,7 @@ from rocm_bake.publish.hashing import git_blob_sha
 from rocm_bake.publish.naming import pages_prefix, release_tag, release_text
 from rocm_bake.publish.plan import remote_pages
 from rocm_bake.publish.publisher import Publisher
+from rocm_bake.resource_types import GITHUB_RELEASE, PAGES_INDEX, RELEASE_ASSETS
 
 #: A different arch, repo, version or GitHub is a different release: replace.
 REPLACE_KEYS = ("arch", "repo", "rocm_version", "api_url")
@@ -286,7 +287,7 @@ class PagesIndexProvider(GitHubProvider):
             commit_pages(client, inputs.arch, inputs.tag or "no release", {})
 
 
-class GitHubRelease(pulumi.dynamic.Resource):
+class GitHubRelease(TypedResource, module=GITHUB_RELEASE.module, name=GITHUB_RELEASE.name):
     tag: pulumi.Output[str]
     release_id: pulumi.Output[int]
 
@@ -295,7 +296,7 @@ class GitHubRelease(pulumi.dynamic.Resource):
                          {**inputs.declared(), "release_id": None, "name": None, "body": None}, opts)
 
 
-class ReleaseAssets(pulumi.dynamic.Resource):
+class ReleaseAssets(TypedResource, module=RELEASE_ASSETS.module, name=RELEASE_ASSETS.name):
     tag: pulumi.Output[str]
     release_id: pulumi.Output[int]
     assets: pulumi.Output[list[dict[str, Any]]]
@@ -307,7 +308,7 @@ class ReleaseAssets(pulumi.dynamic.Resource):
         super().__init__(ReleaseAssetsProvider(pulumi.get_stack()), name, {**inputs.declared(), **outs}, opts)
 
 
-class PagesIndex(pulumi.dynamic.Resource):
+class PagesIndex(TypedResource, module=PAGES_INDEX.module, name=PAGES_INDEX.name):
     """``pages_url`` is the input (``rocm-bake:githubPagesUrl``, ``{owner}``/``{repo}`` unfilled);
     ``index_url`` the output: this index's folder on that site."""
 

@@ -112,6 +112,23 @@ def warn_of_a_dead_builder(config: StackConfig) -> None:
         pulumi.log.warn(f"rocm-bake:builder: {problem}: every image build will fail")
 
 
+def check_run_environment(config: StackConfig) -> None:
+    """Before anything is declared: the salt the CLI wrote into the tracked stack file goes back out
+    (tools/strip-salt, as .tools/bin/pulumi and make do after a run), and a run that lacks this checkout's
+    buildx config or registry CA stops with one line naming the export that works (rocm_bake/run_env.py)."""
+    import subprocess
+
+    from rocm_bake.run_env import missing_environment
+
+    root = Path(pulumi.get_root_directory() or ".").resolve()
+    strip_salt = root / "tools" / "strip-salt"
+    if strip_salt.is_file():  # a checkout (a copy of the program has no tracked stack files to keep)
+        subprocess.run([str(strip_salt), str(root)], check=False)
+    problem = missing_environment(root, config.builder, config.registry)
+    if problem is not None:
+        raise RocmBakeError(problem)
+
+
 def define_stack(config: StackConfig) -> dict[str, Any]:
     """Declare every resource of one stack; return what the program exports."""
     warn_of_a_dead_builder(config)

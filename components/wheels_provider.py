@@ -21,10 +21,11 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from components.dynamic import ProviderInputs, check_inputs, unknown_or_replace
+from components.dynamic import ProviderInputs, TypedResource, check_inputs, unknown_or_replace
 from rocm_bake.archset import ArchSet
 from rocm_bake.registry import DEFAULT_WHEEL_DIR, FETCH_MANIFEST, FetchResult, fetch_wheels
 from rocm_bake.registry import RegistryClient, check_ref_for_arch, read_fetch_manifest, reusable
+from rocm_bake.resource_types import FETCHED_WHEELS
 
 #: Changing these moves the output directory, so the old one is replaced
 #: (deleted first: "dist" and "./dist" are the same directory).
@@ -144,7 +145,7 @@ class FetchedWheelsProvider(ResourceProvider):
             shutil.rmtree(out)
 
 
-class FetchedWheels(pulumi.dynamic.Resource):
+class FetchedWheels(TypedResource, module=FETCHED_WHEELS.module, name=FETCHED_WHEELS.name):
     """``DIST/wheels/<arch>/`` filled from ``image_refs``.
 
     Pass the docker-build Images' ``ref`` outputs (``repo:<arch>-rocm<v>@sha256:…``)

@@ -27,9 +27,8 @@ from rocm_bake.checkout import local_defaults
 from rocm_bake.config import StackConfig, from_engine_values, stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.manifests import Target, load_targets
+from rocm_bake.resource_types import FETCHED_WHEELS, IMAGE, PUBLISHING
 
-IMAGE = "docker-build:index:Image"
-DYNAMIC = "pulumi-python:dynamic:Resource"
 #: The program's secret config: never parsed, never kept (the engine hands the pack decrypted config).
 SECRET_KEYS = frozenset({"rocm-bake:githubToken"})
 #: An arch name inside any string: the core's own pattern, not touching other letters or hex digits.
@@ -107,19 +106,44 @@ def image_target(res: Declared) -> Target | None:
     return _targets_by_file().get(PurePosixPath(location).name)
 
 
+def pushed_names(res: Declared) -> list[Any] | Unknown:
+    """Every name an image is pushed under: its tags and the names of its ``image``/``registry`` exports."""
+    tags = res.props.get("tags")
+    if tags is UNKNOWN:
+        return UNKNOWN
+    names = list(tags or [])
+    exports = res.props.get("exports")
+    for export in exports if isinstance(exports, list) else []:
+        for kind in ("registry", "image"):
+            spec = export.get(kind) if isinstance(export, Mapping) else None
+            listed = spec.get("names") if isinstance(spec, Mapping) else None
+            if listed is UNKNOWN:
+                return UNKNOWN
+            names += listed if isinstance(listed, list) else []
+    return names
+
+
+def _pushes(res: Declared) -> bool:
+    """``push`` on, or an ``image``/``registry`` export (which pushes whatever ``push`` says)."""
+    exports = res.props.get("exports")
+    return bool(res.props.get("push")) or any(
+        isinstance(e, Mapping) and ("registry" in e or (isinstance(e.get("image"), Mapping) and e["image"].get("push")))
+        for e in (exports if isinstance(exports, list) else []))
+
+
 def check_tags(config: StackConfig, res: Declared) -> list[str]:
-    """Images are tagged for this stack's arch and never ``:latest``; the wheel fetch reads only such tags."""
+    """Images are pushed only under this stack's arch tag, never ``:latest``; the wheel fetch reads only such tags."""
     from rocm_bake.registry.tags import check_ref_for_arch
 
     if res.type == IMAGE:
-        tags = res.props.get("tags")
-        if tags is UNKNOWN:
+        names = pushed_names(res)
+        if names is UNKNOWN:
             return []
-        refs = list(tags or [])
-        if not refs and res.props.get("push"):
+        refs = names
+        if not refs and _pushes(res):
             return [f"{res.name} is pushed with no tag, which the registry reads as :latest; "
                     f"tag it {config.image_tag}"]
-    elif res.type == DYNAMIC and isinstance(res.props.get("image_refs"), list):
+    elif res.type == FETCHED_WHEELS.token and isinstance(res.props.get("image_refs"), list):
         refs = res.props["image_refs"]
     else:
         return []
@@ -145,6 +169,22 @@ def _cache_entries(res: Declared) -> Iterator[tuple[str, Any]]:
                 yield kind, entry
 
 
+def own_cache_scope(config: StackConfig) -> str | None:
+    """Why the stack's cache scope (``rocm-bake:cacheArch``) is not its own arch set's, or None when it is.
+
+    CACHE_ARCH keeps each arch's device-code cache apart: a scope must name
+    this stack's arch set (``gfx950``, or ``gfx950-<anything>``), so two arch
+    stacks can never meet on one ref. ``shared`` is the ref of the targets
+    with no device code.
+    """
+    scope, label = config.effective_cache_arch, config.arch_label
+    if scope == label or scope.startswith((f"{label}-", f"{label}_", f"{label}.")):
+        return None
+    return (f"rocm-bake:cacheArch {scope!r} is not stack {config.stack}'s own cache scope: device code is cached "
+            f"per arch set, so it must be {label!r} or start with '{label}-' (another arch's stack could use "
+            f"{scope!r} too)")
+
+
 def check_cache(config: StackConfig, res: Declared) -> list[str]:
     """Each arch's layer cache is its own (CACHE_ARCH); triton-wheel, with no device code, shares one ref."""
     from rocm_bake.image_plan import cache_ref
@@ -158,6 +198,9 @@ def check_cache(config: StackConfig, res: Declared) -> list[str]:
     if target is None:
         return [f"{res.name} builds {_dockerfile(res) or 'no Dockerfile'}, which is no target of "
                 "manifests/targets.yml: which cache ref it may use is unknown"]
+    scope = own_cache_scope(config)
+    if target.device_code and scope:
+        return [f"{res.name}: {scope}"]
     want = cache_ref(config, target)
     why = ("the ref every arch shares: it compiles no device code" if not target.device_code
            else f"this stack's CACHE_ARCH ({config.effective_cache_arch}) ref")
@@ -198,6 +241,31 @@ def check_prebuild(config: StackConfig, res: Declared) -> list[str]:
     return []
 
 
+#: The arch-decided build args judged here (PREBUILD_KERNELS has a rule of its own).
+ARCH_BUILD_ARGS = ("PYTORCH_ROCM_ARCH", "USE_ROCM_CK_SDPA_GFX12", "AMDGPU_SCHED_STRATEGY", "ROCM_PRUNE_KEEP",
+                   "CACHE_ARCH")
+
+
+def check_arch_build_args(config: StackConfig, res: Declared) -> list[str]:
+    """Each arch-dependent build arg an image sets is the one this stack's arch policy gives.
+
+    gfx1250 is gfx12-numbered but a datacenter part: USE_ROCM_CK_SDPA_GFX12
+    (RDNA4 only) must stay 0 there, and coexec scheduling is gfx950's and
+    gfx1250's alone. An arg the image does not set is not judged here.
+    """
+    from rocm_bake.image_plan import arch_build_args
+
+    args = res.props.get("buildArgs") if res.type == IMAGE else None
+    if not isinstance(args, Mapping):
+        return []
+    target = image_target(res)
+    if target is not None and not target.device_code:
+        return []
+    want = arch_build_args(config, config.policy())
+    return [f"{res.name}: {key}={args[key]!r}, but stack {config.stack} ({config.pytorch_rocm_arch}) builds with "
+            f"{key}={want[key]!r}" for key in ARCH_BUILD_ARGS if _known(args.get(key)) and args[key] != want[key]]
+
+
 def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
     """Every string in a value with where it sits; internal keys (the pickled provider) are not inputs."""
     if isinstance(value, str):
@@ -227,8 +295,8 @@ def check_own_arches(config: StackConfig, res: Declared) -> list[str]:
 
 
 def is_publishing(res: Declared) -> bool:
-    """The publish resources (release, assets, gh-pages) carry the GitHub repo they write to."""
-    return res.type == DYNAMIC and "repo" in res.props and "arch" in res.props
+    """The publish resources (release, assets, gh-pages), known by their types."""
+    return res.type in PUBLISHING
 
 
 def check_own_release(config: StackConfig, res: Declared) -> list[str]:
@@ -264,6 +332,9 @@ def check_own_release(config: StackConfig, res: Declared) -> list[str]:
 
 
 RULES: tuple[Rule, ...] = (
+    Rule("arch-build-args", "The build args the arch decides (PYTORCH_ROCM_ARCH, USE_ROCM_CK_SDPA_GFX12, "
+         "AMDGPU_SCHED_STRATEGY, ROCM_PRUNE_KEEP, CACHE_ARCH) are the stack's own: gfx1250 is no RDNA4 part "
+         "despite its number.", check_arch_build_args),
     Rule("arch-scoped-tags", "Images are tagged by arch (<arch>-rocm<version>), never :latest, which is "
          "written by whichever arch was pushed last.", check_tags),
     Rule("per-arch-cache-refs", "Each arch's registry layer cache is its own (cache:<target>-<CACHE_ARCH>); "

@@ -48,6 +48,18 @@ def cache_ref(config: StackConfig, target: Target) -> str:
     return f"{config.registry}/{config.repository}/cache:{target.name}-{scope}"
 
 
+def arch_build_args(config: StackConfig, policy: ArchPolicy) -> dict[str, str]:
+    """The build args the arch decides: what a device-code target's Dockerfile branches on."""
+    return {
+        "PYTORCH_ROCM_ARCH": config.pytorch_rocm_arch,
+        "CACHE_ARCH": config.effective_cache_arch,
+        "ROCM_PRUNE_KEEP": " ".join(policy.rocm_prune_keep),
+        "USE_ROCM_CK_SDPA_GFX12": "1" if policy.use_ck_sdpa_gfx12 else "0",
+        "AMDGPU_SCHED_STRATEGY": "coexec" if policy.sched_coexec else "",
+        "PREBUILD_KERNELS": str(policy.prebuild_kernels),
+    }
+
+
 def build_args(config: StackConfig, policy: ArchPolicy, target: Target) -> dict[str, str]:
     """Build args a target's Dockerfile branches on.
 
@@ -55,18 +67,8 @@ def build_args(config: StackConfig, policy: ArchPolicy, target: Target) -> dict[
     byte-identical across arches and the shared cache ref really is shared.
     """
     args = {**config.build_args, "ROCM_VERSION": config.rocm_version}
-    if not target.device_code:
-        return args
-    args.update(
-        {
-            "PYTORCH_ROCM_ARCH": config.pytorch_rocm_arch,
-            "CACHE_ARCH": config.effective_cache_arch,
-            "ROCM_PRUNE_KEEP": " ".join(policy.rocm_prune_keep),
-            "USE_ROCM_CK_SDPA_GFX12": "1" if policy.use_ck_sdpa_gfx12 else "0",
-            "AMDGPU_SCHED_STRATEGY": "coexec" if policy.sched_coexec else "",
-            "PREBUILD_KERNELS": str(policy.prebuild_kernels),
-        }
-    )
+    if target.device_code:
+        args.update(arch_build_args(config, policy))
     return args
 
 

@@ -11,10 +11,11 @@ from dataclasses import asdict
 
 import pytest
 
-from rocm_bake.arch_rules import DYNAMIC, IMAGE, UNKNOWN, Declared, check_cache, check_own_arches
-from rocm_bake.arch_rules import check_own_release, check_prebuild, check_tags, stack_config
+from rocm_bake.arch_rules import UNKNOWN, Declared, check_cache, check_own_arches
+from rocm_bake.arch_rules import check_arch_build_args, check_own_release, check_prebuild, check_tags, stack_config
 from rocm_bake.checkout import Checkout
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.resource_types import FETCHED_WHEELS, GITHUB_RELEASE, IMAGE, WHEEL_INDEX
 
 REG = "127.0.0.1:5000/rocm-bake"
 
@@ -55,7 +56,7 @@ def test_tags_are_the_stacks_arch_tag_never_latest() -> None:
 
 
 def test_the_wheel_fetch_reads_only_arch_tags() -> None:
-    fetch = Declared(DYNAMIC, "wheels-gfx950", {"arch": "gfx950", "image_refs": [f"{REG}/torch:latest", UNKNOWN]})
+    fetch = Declared(FETCHED_WHEELS.token, "wheels-gfx950", {"arch": "gfx950", "image_refs": [f"{REG}/torch:latest", UNKNOWN]})
     assert check_tags(config(), fetch) == [
         f"wheels-gfx950: image ref '{REG}/torch:latest' refused for gfx950: :latest is written by whichever "
         "architecture was pushed last, with the wheels inside indistinguishable afterwards"]
@@ -76,17 +77,66 @@ def test_cache_refs_are_per_arch_except_triton_wheels_shared_one() -> None:
 
 
 def test_cache_scope_follows_cache_arch_and_a_raw_or_unknown_target_is_refused() -> None:
-    cfg = config("gfx1151", cacheArch="strix")
-    assert check_cache(cfg, image("t", "torch", **cache(f"{REG}/cache:torch-strix"))) == []
-    assert "torch's cache is 127.0.0.1:5000/rocm-bake/cache:torch-strix" in check_cache(
+    cfg = config("gfx1151", cacheArch="gfx1151-strix")
+    assert check_cache(cfg, image("t", "torch", **cache(f"{REG}/cache:torch-gfx1151-strix"))) == []
+    assert "torch's cache is 127.0.0.1:5000/rocm-bake/cache:torch-gfx1151-strix" in check_cache(
         cfg, image("t", "torch", **cache(f"{REG}/cache:torch-gfx1151")))[0]
     raw = image("t", "torch", cacheTo=[{"raw": "type=local,dest=/tmp/c"}])
     assert check_cache(cfg, raw) == [
         "t cacheTo: {'raw': 'type=local,dest=/tmp/c'} is not a registry cache ref; torch's is "
-        f"{REG}/cache:torch-strix"]
+        f"{REG}/cache:torch-gfx1151-strix"]
     assert check_cache(cfg, image("x", "other", **cache(f"{REG}/cache:x"))) == [
         "x builds dockerfiles/other.Dockerfile, which is no target of manifests/targets.yml: which cache ref it "
         "may use is unknown"]
+
+
+@pytest.mark.parametrize("scope", ["shared", "strix", "gfx1201", "gfx11510"])
+def test_a_cache_scope_that_another_arch_could_share_is_refused(scope: str) -> None:
+    """Two arch stacks with ``cacheArch: shared`` would meet on one device-code ref with the ref rule satisfied."""
+    cfg = config("gfx1151", cacheArch=scope)
+    ref = f"{REG}/cache:torch-{scope}"
+    assert check_cache(cfg, image("torch-gfx1151", "torch", **cache(ref))) == [
+        f"torch-gfx1151: rocm-bake:cacheArch {scope!r} is not stack gfx1151's own cache scope: device code is "
+        f"cached per arch set, so it must be 'gfx1151' or start with 'gfx1151-' (another arch's stack could use "
+        f"{scope!r} too)"]
+    shared_ok = image("triton-wheel-gfx1151", "triton-wheel", **cache(f"{REG}/cache:triton-wheel-shared"))
+    assert check_cache(cfg, shared_ok) == []  # no device code: the one shared ref stays right
+
+
+def test_images_pushed_through_exports_are_judged_by_every_name() -> None:
+    cfg = config()
+    latest = {"registry": {"names": [f"{REG}/torch:latest"]}}
+    assert check_tags(cfg, image("t", "torch", tags=[], exports=[latest])) == [
+        f"t: image ref '{REG}/torch:latest' refused for gfx950: :latest is written by whichever architecture was "
+        "pushed last, with the wheels inside indistinguishable afterwards"]
+    untagged = {"image": {"names": [f"{REG}/torch"], "push": True}}
+    assert "has no tag, which means :latest" in check_tags(cfg, image("t", "torch", exports=[untagged]))[0]
+    nameless = {"registry": {}}
+    assert check_tags(cfg, image("t", "torch", tags=[], exports=[nameless])) == [
+        "t is pushed with no tag, which the registry reads as :latest; tag it gfx950-rocm10.1.0"]
+    own = {"registry": {"names": [f"{REG}/torch:gfx950-rocm10.1.0"]}}
+    assert check_tags(cfg, image("t", "torch", tags=[], exports=[own])) == []
+    assert check_tags(cfg, image("t", "torch", tags=[], exports=[{"registry": {"names": UNKNOWN}}])) == []
+
+
+@pytest.mark.parametrize("stack, args, want", [
+    ("gfx1250", {"USE_ROCM_CK_SDPA_GFX12": "1"},
+     ["t: USE_ROCM_CK_SDPA_GFX12='1', but stack gfx1250 (gfx1250) builds with USE_ROCM_CK_SDPA_GFX12='0'"]),
+    ("gfx1201", {"USE_ROCM_CK_SDPA_GFX12": "0"},
+     ["t: USE_ROCM_CK_SDPA_GFX12='0', but stack gfx1201 (gfx1201) builds with USE_ROCM_CK_SDPA_GFX12='1'"]),
+    ("gfx1201", {"AMDGPU_SCHED_STRATEGY": "coexec"},
+     ["t: AMDGPU_SCHED_STRATEGY='coexec', but stack gfx1201 (gfx1201) builds with AMDGPU_SCHED_STRATEGY=''"]),
+    ("gfx950", {"PYTORCH_ROCM_ARCH": "gfx1201", "CACHE_ARCH": "gfx950"},
+     ["t: PYTORCH_ROCM_ARCH='gfx1201', but stack gfx950 (gfx950) builds with PYTORCH_ROCM_ARCH='gfx950'"]),
+    ("gfx1250", {"USE_ROCM_CK_SDPA_GFX12": "0", "AMDGPU_SCHED_STRATEGY": "coexec", "ROCM_PRUNE_KEEP": "-gfx1250"}, []),
+    ("gfx1250", {"USE_ROCM_CK_SDPA_GFX12": UNKNOWN}, []),
+])
+def test_arch_decided_build_args_are_the_stacks_own(stack: str, args: dict, want: list[str]) -> None:
+    assert check_arch_build_args(config(stack), image("t", "torch", buildArgs=args)) == want
+
+
+def test_an_image_without_device_code_is_not_judged_by_arch_args() -> None:
+    assert check_arch_build_args(config("gfx1250"), image("t", "triton-wheel", buildArgs={"ROCM_VERSION": "x"})) == []
 
 
 @pytest.mark.parametrize(("stack", "keys", "args", "want"), [
@@ -113,7 +163,7 @@ def test_resources_name_only_their_stacks_arches() -> None:
     assert check_own_arches(fat, both) == []
     assert check_own_arches(config(), both) == [
         "torch-gfx950_gfx1201 names gfx1201 (in name), which is not an arch of stack gfx950 (gfx950)"]
-    index = Declared(DYNAMIC, "index", {"arch": "gfx950", "wheels_dir": "dist/wheels/gfx1151",
+    index = Declared(WHEEL_INDEX.token, "index", {"arch": "gfx950", "wheels_dir": "dist/wheels/gfx1151",
                                         "__provider": "gfx1201 in a pickled blob is no input"})
     assert check_own_arches(config(), index) == [
         "index names gfx1151 (in wheels_dir), which is not an arch of stack gfx950 (gfx950)"]
@@ -123,7 +173,7 @@ def test_resources_name_only_their_stacks_arches() -> None:
 def release(**props) -> Declared:
     base = {"arch": "gfx950", "repo": "sbates130272/rocm-bake", "rocm_version": "10.1.0", "dist": "dist",
             "api_url": "https://api.github.com", "tag": "wheels-gfx950-rocm10.1.0"}
-    return Declared(DYNAMIC, "publish-release", {**base, **props})
+    return Declared(GITHUB_RELEASE.token, "publish-release", {**base, **props})
 
 
 def test_a_stack_publishes_only_its_own_release() -> None:
@@ -140,7 +190,7 @@ def test_a_stack_publishes_only_its_own_release() -> None:
         "(its own release)"]
     fat = config("fat", pytorchRocmArch="gfx950;gfx1201", publish="true", githubRepo="sbates130272/rocm-bake")
     assert check_own_release(fat, release(arch="gfx950;gfx1201", tag="wheels-gfx950-gfx1201-rocm10.1.0")) == []
-    assert check_own_release(on, Declared(DYNAMIC, "index-gfx950", {"arch": "gfx950", "dist": "dist"})) == []
+    assert check_own_release(on, Declared(WHEEL_INDEX.token, "index-gfx950", {"arch": "gfx950", "dist": "dist"})) == []
 
 
 def test_the_stack_config_is_parsed_once_with_secrets_dropped_unread() -> None:

@@ -105,17 +105,31 @@ def test_cli_and_language_host_are_this_checkouts_own() -> None:
     assert f"exec '{cli}'" in wrapper, wrapper
     assert cli.is_file() and not cli.is_symlink(), f"{cli} must be a hard link or copy (the CLI resolves symlinks)"
     host_engine = next(e for e in engines_tool.ENGINES if e.name == "pulumi-language-python")
-    ours = engines_tool.cache_dir(host_engine)
-    for name in engines_tool.installed_files(host_engine):
+    taken = taken_engines()[host_engine.name]
+    if taken["source"] == "built":  # else the host installed beside the team's CLI (tests/test_installed_engines.py)
+        ours = engines_tool.cache_dir(host_engine)
+        assert taken["files"] == {name: str(ours / name) for name in engines_tool.installed_files(host_engine)}
+    for name, target in taken["files"].items():
         beside = engines_tool.CLI / name
-        assert beside.resolve() == (ours / name).resolve(), \
-            f"{beside} is {beside.resolve()}, not this checkout's build in {ours}: run `make setup`"
+        assert beside.resolve() == Path(target).resolve(), \
+            f"{beside} is {beside.resolve()}, not what setup took ({target}): run `make setup`"
+
+
+def taken_engines() -> dict:
+    """What setup took for each engine (.tools/engines.json): installed or built, and its files."""
+    if not engines_tool.RECORD.is_file():
+        pytest.fail(f"{engines_tool.RECORD} is missing: run `make setup`")
+    return json.loads(engines_tool.RECORD.read_text())
 
 
 def test_every_plugin_we_install_runs_behind_the_watchdog() -> None:
-    """Registered and placed as tools/plugin-watchdog under the plugin's name, the plugin itself beside it."""
+    """Registered and placed as tools/plugin-watchdog under the plugin's name, the plugin itself beside it
+    (every plugin setup built: one installed by the team is used as it is)."""
     watchdog = engines_tool.WATCHDOG.read_bytes()
+    taken = taken_engines()
     for eng in engines_tool.ENGINES:
+        if taken[eng.name]["source"] != "built":
+            continue  # a team's own install runs as the team installed it
         where = engines_tool.plugin_dir(eng) if eng.plugin else engines_tool.CLI
         for name in eng.watched:
             assert (where / name).read_bytes() == watchdog, f"{where / name} is not tools/plugin-watchdog"
@@ -255,3 +269,14 @@ def test_buildkit_builds_from_scratch_runs_a_step_and_pushes(tmp_path: Path, reg
     assert files["x"] == b"ran-by-buildkit\n", "the RUN step's output is in the pushed image"
     assert files["kernel"] == b"Linux\n"
     assert files["bin/busybox"] == BUSYBOX.read_bytes(), "the base's layer is under the derived image"
+
+
+def test_plugin_rm_says_the_plugin_cache_is_every_checkouts(tmp_path: Path) -> None:
+    """`pulumi plugin rm` through the wrapper names what it takes from the others: PULUMI_HOME is per user."""
+    env = {**offline_env(), "PULUMI_HOME": str(tmp_path / "pulumi-home")}
+    done = subprocess.run([str(engine("pulumi")), "plugin", "rm", "resource", "rocm-bake-none", "9.9.9", "--yes"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.stderr.splitlines()[0] == (
+        f"pulumi plugin rm: {tmp_path / 'pulumi-home'}/plugins is shared: every checkout on this host (and your "
+        "other Pulumi projects) uses what you remove there, and fails without it until its make setup registers "
+        "it again"), done.stderr

@@ -13,6 +13,7 @@ from components.plan_runtime import UNKNOWN_AFTER_APPLY
 
 from rocm_bake.config import load_stack_config
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.resource_types import GPU_TEST
 
 
 def declare(stack, overrides=None):
@@ -20,7 +21,7 @@ def declare(stack, overrides=None):
 
     mocks, exports = declare_under_mocks(stack, load_stack_config(stack, overrides))
     tests = {r.name: r.inputs for r in mocks.registered
-             if r.typ == "pulumi-python:dynamic:Resource" and r.name.startswith("gpu-test-")}
+             if r.typ == GPU_TEST.token and r.name.startswith("gpu-test-")}
     return tests, exports
 
 

@@ -33,6 +33,7 @@ from tests.engine_fixtures import (
     project_env,
 )
 from tests.engine_fixtures import base_ref, buildkit, registry  # noqa: F401  (module fixtures)
+from rocm_bake.resource_types import DYNAMIC, FETCHED_WHEELS, GPU_TEST, UNTYPED, WHEEL_INDEX
 
 
 STACK = "demo-gfx1201"
@@ -135,9 +136,34 @@ def test_a_second_up_does_not_run_it_again(project: PulumiProject, node: Node) -
 COMPONENTS = {"rocm-bake:index:ArchIndex": "arch-index-gfx1201", "rocm-bake:gpu:GpuTestRun": "gpu-tests-gfx1201"}
 
 
+def rename_everywhere(value: object, renamed: dict[str, str]) -> object:
+    """``value`` with every string that is a renamed URN replaced (parents, dependencies, property dependencies)."""
+    if isinstance(value, str):
+        return renamed.get(value, value)
+    if isinstance(value, list):
+        return [rename_everywhere(v, renamed) for v in value]
+    if isinstance(value, dict):
+        return {k: rename_everywhere(v, renamed) for k, v in value.items()}
+    return value
+
+
+def as_recorded_before_the_types(deployment: dict) -> dict:
+    """The same state as the program wrote it before each dynamic resource named its own type: every one of
+    them recorded as ``pulumi-python:dynamic:Resource``, in its ``type`` and its URN (every reference renamed)."""
+    def untyped_urn(urn: str) -> str:
+        head, qualified, name = urn.rsplit("::", 2)
+        return "::".join([head, qualified.rsplit("$", 1)[0] + "$" + UNTYPED if "$" in qualified else UNTYPED, name])
+
+    renamed = {r["urn"]: untyped_urn(r["urn"]) for r in deployment["resources"] if r["type"] in DYNAMIC}
+    assert sorted(u.rsplit("::", 1)[1] for u in renamed) == ["gpu-test-gfx1201", "index-gfx1201", "wheels-gfx1201"]
+    resources = [{**r, "type": UNTYPED} if r["type"] in DYNAMIC else r for r in deployment["resources"]]
+    return rename_everywhere({**deployment, "resources": resources}, renamed)  # type: ignore[return-value]
+
+
 def as_recorded_before_the_components(deployment: dict) -> dict:
     """The same state as the program wrote it when the fetch, the index and the GPU test were declared at the
-    stack's root: no ArchIndex or GpuTestRun, each child's URN and parent the root's (every reference renamed)."""
+    stack's root, before they had types of their own: no ArchIndex or GpuTestRun, each child's URN and parent
+    the root's (every reference renamed)."""
     resources = deployment["resources"]
     stack_urn = next(r["urn"] for r in resources if r["type"] == "pulumi:pulumi:Stack")
     components = {r["urn"] for r in resources if r["type"] in COMPONENTS}
@@ -145,17 +171,47 @@ def as_recorded_before_the_components(deployment: dict) -> dict:
     renamed = {r["urn"]: f"urn:pulumi:{STACK}::rocm-bake::{r['type']}::{r['urn'].rsplit('::', 1)[1]}"
                for r in resources if r.get("parent") in components}
     assert sorted(u.rsplit("::", 1)[1] for u in renamed) == ["gpu-test-gfx1201", "index-gfx1201", "wheels-gfx1201"]
+    renamed.update(dict.fromkeys(components, stack_urn))
+    at_the_root = rename_everywhere({**deployment, "resources": [r for r in resources if r["urn"] not in components]},
+                                    renamed)
+    return as_recorded_before_the_types(at_the_root)  # type: ignore[arg-type]
 
-    def rename(value: object) -> object:
-        if isinstance(value, str):
-            return stack_urn if value in components else renamed.get(value, value)
-        if isinstance(value, list):
-            return [rename(v) for v in value]
-        if isinstance(value, dict):
-            return {k: rename(v) for k, v in value.items()}
-        return value
 
-    return rename({**deployment, "resources": [r for r in resources if r["urn"] not in components]})
+def operations(project: PulumiProject) -> set[tuple[str, str, str]]:
+    """What a preview would do: (operation, type, name) of every step that is not "same"."""
+    preview = json.loads(project.run("preview", "--json", stack=STACK).stdout)
+    return {(s["op"], s["urn"].split("::")[2].rsplit("$", 1)[-1], s["urn"].rsplit("::", 1)[1])
+            for s in preview["steps"] if s["op"] != "same"}
+
+
+def typed(project: PulumiProject) -> dict[str, str]:
+    """Each dynamic resource's recorded type, by name, and (for each) its parent's name."""
+    after = json.loads(project.run("stack", "export", stack=STACK).stdout)["deployment"]["resources"]
+    return {r["urn"].rsplit("::", 1)[1]: f'{r["type"]} under {r["parent"].rsplit("::", 1)[1]}' for r in after
+            if r["type"].startswith("pulumi-python:dynamic")}
+
+
+#: Where each dynamic resource lives now, and under which type.
+TYPED = {"wheels-gfx1201": f"{FETCHED_WHEELS.token} under arch-index-gfx1201",
+         "index-gfx1201": f"{WHEEL_INDEX.token} under arch-index-gfx1201",
+         "gpu-test-gfx1201": f"{GPU_TEST.token} under gpu-tests-gfx1201"}
+
+
+def test_a_stack_recorded_before_the_types_upgrades_in_place(project: PulumiProject, node: Node,
+                                                            tmp_path: Path) -> None:
+    """Each dynamic resource now names its own type; state recorded under the one untyped type is adopted by
+    alias: the preview changes nothing, ``up`` reruns and rebuilds nothing, and the state then holds the types."""
+    exported = json.loads(project.run("stack", "export", stack=STACK).stdout)
+    old = tmp_path / "before-types.json"
+    old.write_text(json.dumps({**exported, "deployment": as_recorded_before_the_types(exported["deployment"])}))
+    project.run("stack", "import", "--file", str(old), stack=STACK)
+    assert set(typed(project).values()) == {f"{UNTYPED} under {parent.rsplit(' ', 1)[1]}" for parent in TYPED.values()}
+    assert operations(project) == set()  # no replacement, no update: the types move in state only
+    ran, digest = len(node.ran()), runtime_digest(project)
+    project.run("up", "--yes", "--skip-preview", stack=STACK)
+    assert len(node.ran()) == ran and runtime_digest(project) == digest, node.ran()
+    assert typed(project) == TYPED
+    project.run("preview", "--expect-no-changes", stack=STACK)
 
 
 def test_a_stack_recorded_before_the_components_keeps_every_resource(project: PulumiProject, node: Node,
@@ -166,19 +222,13 @@ def test_a_stack_recorded_before_the_components_keeps_every_resource(project: Pu
     old = tmp_path / "before-components.json"
     old.write_text(json.dumps({**exported, "deployment": as_recorded_before_the_components(exported["deployment"])}))
     project.run("stack", "import", "--file", str(old), stack=STACK)
-    preview = json.loads(project.run("preview", "--json", stack=STACK).stdout)
-    changed = {(s["op"], s["urn"].split("::")[2].rsplit("$", 1)[-1], s["urn"].rsplit("::", 1)[1])
-               for s in preview["steps"] if s["op"] != "same"}
+    changed = operations(project)
     assert changed == {("create", typ, name) for typ, name in COMPONENTS.items()}, changed
     ran, digests = len(node.ran()), runtime_digest(project)
     project.run("up", "--yes", "--skip-preview", stack=STACK)
     project.run("preview", "--expect-no-changes", stack=STACK)
     assert len(node.ran()) == ran and runtime_digest(project) == digests, node.ran()  # nothing ran or rebuilt
-    after = json.loads(project.run("stack", "export", stack=STACK).stdout)["deployment"]["resources"]
-    moved = {r["urn"].rsplit("::", 1)[1]: r["parent"].rsplit("::", 1)[1] for r in after
-             if r["type"] == "pulumi-python:dynamic:Resource"}
-    assert moved == {"wheels-gfx1201": "arch-index-gfx1201", "index-gfx1201": "arch-index-gfx1201",
-                     "gpu-test-gfx1201": "gpu-tests-gfx1201"}, moved
+    assert typed(project) == TYPED
 
 
 def test_a_torch_runtime_change_runs_it_again(project: PulumiProject, node: Node) -> None:

@@ -14,6 +14,7 @@ from components.index_provider import IndexInputs, WheelIndex, WheelIndexProvide
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import build_index
+from rocm_bake.resource_types import WHEEL_INDEX
 
 from tests.index_fixtures import ARCH_SET, arch_wheel_set, make_wheel
 
@@ -101,7 +102,7 @@ def test_resource_declares_inputs_and_outputs() -> None:
         return index.index_dir.apply(lambda v: seen.update(index_dir=v))
 
     program()
-    (dynamic,) = [r for r in mocks.resources if r.typ == "pulumi-python:dynamic:Resource"]
+    (dynamic,) = [r for r in mocks.resources if r.typ == WHEEL_INDEX.token]
     assert dynamic.name == "index-gfx950"
     assert dynamic.inputs["arch"] == "gfx950" and dynamic.inputs["dist"] == "dist"
     assert dynamic.inputs["wheels_dir"] == "dist/wheels/gfx950"

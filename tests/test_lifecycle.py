@@ -395,7 +395,7 @@ def test_each_index_installs_by_the_printed_pip_line_and_loads_its_arch(project:
 #: What the CLI prints for an image ``refresh`` found gone, and for one ``up`` built and pushed.
 VANISHED = re.compile(r"^ -  docker-build:index:Image (\S+) deleted", re.MULTILINE)
 CREATED = re.compile(r"^ \+  docker-build:index:Image (\S+) created", re.MULTILINE)
-UPDATED = re.compile(r"^ ~  pulumi-python:dynamic:Resource (\S+) updated", re.MULTILINE)
+UPDATED = re.compile(r"^ ~  pulumi-python:dynamic/\w+:\w+ (\S+) updated", re.MULTILINE)
 MANIFEST_TYPES = ", ".join([
     "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
@@ -528,7 +528,7 @@ PUBLISHED = {"publish-gfx950-release": "GitHubRelease", "publish-gfx950-assets":
              "publish-gfx950-pages": "PagesIndex"}
 DRIFTABLE = {name: kind for name, kind in PUBLISHED.items() if kind in ("ReleaseAssets", "PagesIndex")}
 #: A resource line with an operation, as the CLI prints it in a preview (``update``) or a run (``updated (0.4s)``):
-#: `` ~  pulumi-python:dynamic:Resource publish-gfx950-assets update``; ``refreshing`` lines are no operation.
+#: `` ~  pulumi-python:dynamic/publish:ReleaseAssets publish-gfx950-assets update``; ``refreshing`` lines are no operation.
 STEP = re.compile(r"^ (?:[~+\-]|\+-|-\+)\s+\S+ (\S+) (?:update|updated|delete|deleted|create|created|replace|replaced)\b",
                   re.MULTILINE)
 

@@ -40,6 +40,8 @@ REFUSED = {
     "latest-tag": ("arch-scoped-tags", "'127.0.0.1:5000/rocm-bake/torch:latest' refused for gfx1201", set()),
     "shared-cache": ("per-arch-cache-refs", "torch's cache is 127.0.0.1:5000/rocm-bake/cache:torch-gfx1201", set()),
     "prebuild-kernels": ("prebuild-kernels", "PREBUILD_KERNELS=2 refused for gfx1201", set()),
+    "rdna-flags": ("arch-build-args", "torch-gfx1201: USE_ROCM_CK_SDPA_GFX12='0', but stack gfx1201 (gfx1201) builds "
+                   "with USE_ROCM_CK_SDPA_GFX12='1'", set()),
     "foreign-arch": ("own-arches-only", "index-gfx950 names gfx950 (in name), which is not an arch of stack gfx1201",
                      set()),
     "other-release": ("own-release-only", "publishes gfx950's index, not stack gfx1201's (gfx1201)",

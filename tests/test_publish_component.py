@@ -16,6 +16,7 @@ from rocm_bake.config import stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.archset import ArchSet
 from rocm_bake.publish.naming import release_tag
+from rocm_bake.resource_types import GITHUB_RELEASE, PAGES_INDEX, PUBLISHING, RELEASE_ASSETS
 from tests.fake_github import FakeGitHub
 from tests.publish_fixtures import build_arch_index, dist, gh  # noqa: F401 - fixtures
 
@@ -171,12 +172,14 @@ def test_publish_true_declares_release_assets_and_pages_for_that_arch(monkeypatc
     by_type = {}
     for r in resources:
         by_type.setdefault(r.typ, []).append(r)
-    assert set(by_type) == {"rocm-bake:publish:PublishedIndex", "pulumi-python:dynamic:Resource"}
-    dynamic = {r.name: r.inputs for r in by_type["pulumi-python:dynamic:Resource"]}
-    assert sorted(dynamic) == ["publish-gfx950-assets", "publish-gfx950-pages", "publish-gfx950-release"]
+    assert set(by_type) == {"rocm-bake:publish:PublishedIndex", *PUBLISHING}
+    dynamic = {r.name: r.inputs for r in resources if r.typ in PUBLISHING}
+    assert {r.name: r.typ for r in resources if r.typ in PUBLISHING} == {
+        "publish-gfx950-release": GITHUB_RELEASE.token, "publish-gfx950-assets": RELEASE_ASSETS.token,
+        "publish-gfx950-pages": PAGES_INDEX.token}
     release = dynamic["publish-gfx950-release"]
     assert release["tag"] == "wheels-gfx950-rocm10.1.0" and release["repo"] == "octo/rocm-bake"
-    assert all(r.inputs["arch"] == ARCH for r in by_type["pulumi-python:dynamic:Resource"])
+    assert all(inputs["arch"] == ARCH for inputs in dynamic.values())
     assert exports["release_tag"] == "wheels-gfx950-rocm10.1.0"
     # the tag is named once, by the component, and every child takes it; the index digest goes by its name
     assert {name: inputs["tag"] for name, inputs in dynamic.items()} == dict.fromkeys(dynamic, release["tag"])
@@ -192,7 +195,7 @@ def test_token_is_no_resource_input_and_not_in_the_pickled_provider(gh: FakeGitH
     resources, _ = declared({"rocm-bake:publish": "true", "rocm-bake:githubToken": "ghp_secret_x",
                              "rocm-bake:githubRepo": "octo/rocm-bake"}, monkeypatch)
     for r in resources:
-        if r.typ == "pulumi-python:dynamic:Resource":
+        if r.typ in PUBLISHING:
             assert "token" not in r.inputs
             assert b"ghp_secret_x" not in dill.dumps(r.inputs.get("__provider", ""))
     assert not [r for r in resources if "ghp_secret_x" in str(r.inputs)]  # in no resource's inputs at all

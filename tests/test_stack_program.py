@@ -6,6 +6,7 @@ The mocks are the ones `rocm-bake plan` uses, so these tests also pin what plan 
 import pytest
 
 from rocm_bake.config import load_stack_config
+from rocm_bake.resource_types import DYNAMIC, GPU_TEST
 
 
 def declare(stack, overrides=None):
@@ -93,7 +94,7 @@ def test_builder_and_registry_come_from_config():
 
 
 def dynamic(resources, name):
-    (found,) = [r for r in resources if r.typ == "pulumi-python:dynamic:Resource" and r.name == name]
+    (found,) = [r for r in resources if r.typ in DYNAMIC and r.name == name]
     return found.inputs
 
 
@@ -121,7 +122,7 @@ def test_fat_build_is_a_full_stack(monkeypatch):
     """One fat binary, one index of its own (index/gfx950-gfx1201/), its own release when publishing."""
     monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
     resources, _, exports = declare("fat-gfx950-gfx1201", {"rocm-bake:publish": "true", "rocm-bake:githubRepo": "octo/r"})
-    dynamic = {r.name: r.inputs for r in resources if r.typ == "pulumi-python:dynamic:Resource"}
+    dynamic = {r.name: r.inputs for r in resources if r.typ in DYNAMIC}
     assert dynamic["wheels-gfx950-gfx1201"]["arch"] == "gfx950;gfx1201"
     assert all(":gfx950_gfx1201-rocm10.1.0@" in ref for ref in dynamic["wheels-gfx950-gfx1201"]["image_refs"])
     assert dynamic["index-gfx950-gfx1201"]["index_dir"].endswith("index/gfx950-gfx1201")
@@ -132,7 +133,7 @@ def test_fat_build_is_a_full_stack(monkeypatch):
 def test_gpu_test_declared_where_a_node_has_the_card():
     resources, _, exports = declare("gfx1151")
     (test,) = [r for r in resources if r.name.startswith("gpu-test-")]
-    assert test.name == "gpu-test-gfx1151" and test.typ == "pulumi-python:dynamic:Resource"
+    assert test.name == "gpu-test-gfx1151" and test.typ == GPU_TEST.token
     assert test.inputs["arch"] == "gfx1151" and test.inputs["node"] == "snoc-strix"
     digest = exports["images"]["torch-runtime"].split("@")[1]
     assert test.inputs["digest"] == digest  # re-runs when the image digest changes

@@ -16,6 +16,7 @@ from components.wheels_provider import FetchedWheels, FetchedWheelsProvider, Fet
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.extract import FETCH_MANIFEST
+from rocm_bake.resource_types import FETCHED_WHEELS
 
 from tests.registry_fixtures import Entry, Layer, Registry, push_image, registry, wheel  # noqa: F401
 
@@ -163,7 +164,7 @@ def test_declared_extraction_depends_on_the_image_ref(tmp_path: Path) -> None:
         return pulumi.Output.all(image.ref, fetched.urn).apply(lambda v: seen.update(ref=v[0]))
 
     program()
-    (dynamic,) = [r for r in mocks.resources if r.typ == "pulumi-python:dynamic:Resource"]
+    (dynamic,) = [r for r in mocks.resources if r.typ == FETCHED_WHEELS.token]
     assert dynamic.name == "wheels-gfx950"
     assert dynamic.inputs["image_refs"] == [seen["ref"]]
     assert "@sha256:" in seen["ref"] and ":latest" not in seen["ref"]

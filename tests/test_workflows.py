@@ -316,6 +316,7 @@ def test_the_preview_is_gated_and_only_reads() -> None:
     assert after and all("steps.state.outputs.available == 'true'" in s.get("if", "") for s in after), \
         "without the secrets (a fork's pull request) nothing after the gate runs"
     action = uses(job, "pulumi/actions")
+    assert action["uses"] == PULUMI_ACTIONS
     assert action["if"] == "steps.state.outputs.available == 'true' && steps.stack.outputs.exists == 'true'"
     assert action["with"]["command"] == "preview" and action["with"]["stack-name"] == "${{ matrix.stack }}"
     assert "upsert" not in action["with"], "a preview never creates a stack (that writes the state)"
@@ -327,6 +328,42 @@ def test_the_preview_is_gated_and_only_reads() -> None:
     assert action["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
     order = [job["steps"].index(s) for s in (gate, step_with_id(job, "cli"), step_with_id(job, "stack"), action)]
     assert order == sorted(order)
+
+
+#: The pulumi/actions release both workflows use; its input names (policyPacks, expect-no-changes) are v7's.
+PULUMI_ACTIONS = "pulumi/actions@v7"
+#: Every input pulumi/actions@v7 declares (its action.yml): an input it does not know is silently ignored.
+PULUMI_ACTIONS_INPUTS = {
+    "command", "stack-name", "pulumi-version", "pulumi-version-file", "work-dir", "comment-on-pr",
+    "comment-on-pr-number", "comment-on-summary", "github-token", "cloud-url", "secrets-provider", "parallel",
+    "message", "config-map", "expect-no-changes", "diff", "replace", "exclude", "exclude-dependents", "target",
+    "target-dependents", "policyPacks", "policyPackConfigs", "refresh", "upsert", "remove", "edit-pr-comment",
+    "color", "exclude-protected", "plan", "suppress-outputs", "suppress-progress", "always-include-summary",
+    "continue-on-error", "log-verbosity", "log-flow", "debug",
+}
+
+
+def test_every_pulumi_action_is_v7_with_inputs_v7_names() -> None:
+    steps = [(name, step) for name, _job, step in all_steps() if str(step.get("uses", "")).startswith("pulumi/")]
+    assert {name for name, _ in steps} == {"ci.yml", "deploy.yml"}, "both workflows run pulumi/actions"
+    for name, step in steps:
+        assert step["uses"] == PULUMI_ACTIONS, f"{name}: {step['uses']}"
+        assert set(step["with"]) <= PULUMI_ACTIONS_INPUTS, f"{name}: {set(step['with']) - PULUMI_ACTIONS_INPUTS}"
+
+
+def test_the_deploy_ends_with_a_preview_that_expects_no_changes() -> None:
+    """After pulumi_up.sh, pulumi/actions previews the same stack in the same state: any change left fails the job."""
+    job = load("deploy.yml")["jobs"]["up"]
+    action = uses(job, "pulumi/actions")
+    assert job["steps"][-1] is action
+    assert action["with"]["command"] == "preview" and action["with"]["stack-name"] == "${{ matrix.stack }}"
+    assert action["with"]["expect-no-changes"] is True and action["with"]["policyPacks"] == "policy"
+    assert action["with"]["cloud-url"] == "${{ secrets.PULUMI_BACKEND_URL }}"
+    assert action["with"]["pulumi-version"] == "${{ steps.cli.outputs.version }}"
+    assert step_with_id(job, "cli")["run"] == ".github/scripts/use_built_pulumi.sh"
+    # the token as the up has it: only where the stack publishes
+    assert action["env"] == {
+        "GITHUB_TOKEN": "${{ steps.stack.outputs.publish == 'true' && secrets.GITHUB_TOKEN || '' }}"}
 
 
 # -- the README agrees ------------------------------------------------------------------------------------

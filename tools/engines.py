@@ -6,16 +6,26 @@ and buildx are Go programs; this machine reaches the Go module proxy and no
 download site, so they are built here with ``go build`` from the modules
 pinned in ``tools/<engine>/go.mod`` + ``go.sum`` (never a downloaded binary).
 
-* Cached outside the work tree by engine, version and the hash of its go.sum
-  (``$XDG_CACHE_HOME/rocm-bake/engines/<name>-<version>-<hash>/``), so a fresh
-  clone on the same machine (CI) reuses them and a second setup builds nothing.
-* A ``pulumi`` v3 already on PATH is used as is (linked, not built).
+* What the team already has comes first (``find_installed``): ``pulumi`` on
+  PATH with its Python language host beside it, the docker-build plugin in
+  ``$PULUMI_HOME/plugins``, ``buildx`` on PATH or ``docker buildx``'s plugin,
+  ``buildkitd``/``buildctl``, ``versitygw`` and ``actionlint`` on PATH. One is
+  used when it is compatible with the pin in tools/ (``compatible``: the same
+  major version and not older; a plugin: exactly the pinned version, the only
+  one the engine loads for the SDK package that asks for it). Only what is
+  missing or too old is built; ``--engines build`` (``make setup
+  ENGINES=build``) builds every one. Setup prints one line per engine: which,
+  from where, which version.
+* Built engines are cached outside the work tree by engine, version and the
+  hash of its go.sum (``$XDG_CACHE_HOME/rocm-bake/engines/<name>-<version>-<hash>/``),
+  so a fresh clone on the same machine (CI) reuses them and a second setup
+  builds nothing.
 * ``.tools/cli/`` holds this checkout's own hard link (else copy) of the CLI
   with this checkout's language host beside it; ``.tools/bin/pulumi`` execs it.
 * Plugins are registered with ``pulumi plugin install resource NAME VERSION
   --file BIN``: the engine never tries to download one.
 
-Usage: ``python tools/engines.py [--only NAME ...]`` (``make setup`` runs it);
+Usage: ``python tools/engines.py [--only NAME ...] [--engines installed|build]`` (``make setup`` runs it);
 ``python tools/engines.py --go-test pulumi-language-python`` runs the host's Go tests (``make test-host``).
 """
 
@@ -27,17 +37,20 @@ import filecmp
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 BIN = ROOT / ".tools" / "bin"
 CLI = ROOT / ".tools" / "cli"
+#: What setup took for each engine: {name: {"version", "source": "installed" | "built", "files": {name: path}}}.
+RECORD = ROOT / ".tools" / "engines.json"
 #: Run in front of every plugin we install (``Engine.watched``): ends the plugin when the engine's pipe closes.
 WATCHDOG = TOOLS / "plugin-watchdog"
 PULUMI_VERSION = "3.274.0"
@@ -60,12 +73,15 @@ class Engine:
     #: NAME.watched the plugin it runs, so the plugin ends with the engine, a `kill -9` of `pulumi up` included.
     watched: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    #: The arguments that make each binary print its version (an installed one is judged by it).
+    version_args: tuple[str, ...] = ("--version",)
 
 
 ENGINES = (
     Engine(
         "pulumi", PULUMI_VERSION, ("github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",), ("pulumi",),
         ldflags=f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v{PULUMI_VERSION}",
+        version_args=("version",),
     ),
     # Our own host (tools/pulumi-language-python/main.go): upstream's module is not served here.
     # The exec script it runs ships in the SDK module's python folder. The dynamic-provider plugin is ours
@@ -79,6 +95,7 @@ ENGINES = (
             (".", "pulumi-resource-pulumi-python", "pulumi-resource-pulumi-python"),
         ),
         watched=("pulumi-resource-pulumi-python",),
+        version_args=("-version",),
     ),
     Engine(
         "docker-build", "0.0.22", ("github.com/pulumi/pulumi-docker-build/provider/cmd/pulumi-resource-docker-build",),
@@ -93,21 +110,20 @@ ENGINES = (
     Engine("buildkit", "0.34.2", ("github.com/moby/buildkit/cmd/buildkitd", "github.com/moby/buildkit/cmd/buildctl"),
            ("buildkitd", "buildctl"), ldflags="-X github.com/moby/buildkit/version.Version=v0.34.2"),
     Engine("buildx", "0.38.2", ("github.com/docker/buildx/cmd/buildx",), ("buildx",),
-           ldflags="-X github.com/docker/buildx/version.Version=v0.38.2"),
+           ldflags="-X github.com/docker/buildx/version.Version=v0.38.2", version_args=("version",)),
     # The S3-compatible server behind `make state-server` (tools/state_server.py): team state in a bucket.
     Engine("versitygw", "1.8.0", ("github.com/versity/versitygw/cmd/versitygw",), ("versitygw",),
            ldflags="-X main.Version=v1.8.0"),
     # The workflow linter the tests run (tests/test_workflows.py): the Go module, so setup needs no npm.
     Engine("actionlint", "1.7.12", ("github.com/rhysd/actionlint/cmd/actionlint",), ("actionlint",),
-           ldflags="-X github.com/rhysd/actionlint.version=1.7.12"),
+           ldflags="-X github.com/rhysd/actionlint.version=1.7.12", version_args=("-version",)),
 )
 
 
-#: Plugins the program can use that no Go module on the proxy provides (checked by hand: `go list -m`
-#: answers 404/403 for each); a stack that declares their resources needs the plugin installed by other means.
-NOT_BUILDABLE = {
-    "github 6.15.0": "module github.com/pulumi/pulumi-github/provider/v6 is not served by the Go module proxy",
-}
+#: Plugins of a pinned Pulumi SDK (pyproject.toml) that no Go module on the proxy provides ("NAME VERSION": why),
+#: checked by hand with `go list -m`; a stack that declares their resources needs the plugin installed by other
+#: means. None today: the program's SDKs are pulumi and pulumi-docker-build (tests/test_engines.py keeps this true).
+NOT_BUILDABLE: dict[str, str] = {}
 
 
 def say(message: str) -> None:
@@ -153,17 +169,153 @@ def cache_dir(engine: Engine) -> Path:
     return cache_root() / "engines" / f"{engine.name}-{engine.version}-{module_hash(engine)}"
 
 
-def system_pulumi() -> Path | None:
-    """A pulumi v3 on PATH (not our own link) is used instead of building one."""
-    found = shutil.which("pulumi", path=os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
-                                                        if Path(p).resolve() != BIN.resolve()))
-    if not found:
-        return None
+# ------------------------------------------------------------ what the team already has
+
+
+@dataclass(frozen=True)
+class Installed:
+    """An engine found installed: the file behind each name setup places, its version, and where it was found."""
+
+    version: str
+    files: dict[str, Path]
+    where: str
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """The first ``X.Y.Z`` (an optional leading ``v``) in a version line: ``buildx v0.38.2 abc`` -> (0, 38, 2)."""
+    match = re.search(r"(?<![\w.])v?(\d+)\.(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def compatible(found: str, pin: str) -> bool:
+    """The rule for a binary: the pin's major version and not older than the pin (a later release of the same
+    line keeps the interfaces the project uses; an older one may lack what the pin added)."""
+    have, want = parse_version(found), parse_version(pin)
+    return have is not None and want is not None and have[0] == want[0] and have >= want
+
+
+def version_of(path: Path, args: tuple[str, ...]) -> str | None:
+    """What ``path ARGS`` says its version is (X.Y.Z), or None when it says none or does not run."""
     try:
-        out = subprocess.run([found, "version"], capture_output=True, text=True, timeout=30).stdout.strip()
+        done = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=30,
+                              env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"})
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return Path(found) if out.startswith("v3.") else None
+    found = parse_version(done.stdout + "\n" + done.stderr) if done.returncode == 0 else None
+    return ".".join(map(str, found)) if found else None
+
+
+def path_candidates(name: str) -> list[Path]:
+    """Every executable ``name`` on PATH, in PATH order, outside this checkout's own .tools and not one of our
+    cached builds (another checkout's .tools/bin links to them: those are taken as built, from the cache)."""
+    ours = {BIN.resolve(), CLI.resolve()}
+    built = (cache_root() / "engines").resolve()
+    found = []
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry or Path(entry).resolve() in ours:
+            continue
+        candidate = Path(entry) / name
+        if (candidate.is_file() and os.access(candidate, os.X_OK) and candidate not in found
+                and not candidate.resolve().is_relative_to(built)):
+            found.append(candidate)
+    return found
+
+
+def is_script(path: Path) -> bool:
+    """A ``#!`` script (another checkout's .tools/bin/pulumi, a version manager's shim), not a program itself."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(2) == b"#!"
+    except OSError:
+        return True
+
+
+#: Where the docker CLI looks for its plugins (``docker buildx`` is ``docker-buildx`` in one of them).
+def docker_plugin_dirs() -> list[Path]:
+    config = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    return [config / "cli-plugins", *(Path(d) for d in ("/usr/local/lib/docker/cli-plugins",
+                                                        "/usr/local/libexec/docker/cli-plugins",
+                                                        "/usr/lib/docker/cli-plugins",
+                                                        "/usr/libexec/docker/cli-plugins"))]
+
+
+def first_compatible(engine: Engine, candidates: list[tuple[Path, str]]) -> tuple[Installed | None, str | None]:
+    """The first candidate (path, how to name it) whose version is compatible; else why none was used."""
+    seen = []
+    for path, where in candidates:
+        version = version_of(path, engine.version_args)
+        if version is not None and compatible(version, engine.version):
+            return Installed(version, {engine.binaries[0]: path}, where), None
+        seen.append(f"{where} is {version or 'of no known version'}")
+    return None, "; ".join(seen) or None
+
+
+def find_installed(engine: Engine, cli: Installed | None) -> tuple[Installed | None, str | None]:
+    """``engine`` as the team has it, when compatible with the pin; else (None, what was found and not used)."""
+    if engine.name == "pulumi":
+        return first_compatible(engine, [(p, str(p)) for p in path_candidates("pulumi") if not is_script(p)])
+    if engine.name == "pulumi-language-python":
+        return installed_host(engine, cli)
+    if engine.plugin is not None:
+        return installed_plugin(engine)
+    if engine.name == "buildx":
+        plugins = [(d / "docker-buildx", f"docker buildx ({d / 'docker-buildx'})") for d in docker_plugin_dirs()]
+        return first_compatible(engine, [(p, str(p)) for p in path_candidates("buildx")] +
+                                [(p, w) for p, w in plugins if p.is_file() and os.access(p, os.X_OK)])
+    found: dict[str, Path] = {}
+    versions = []
+    for name in engine.binaries:  # buildkitd and buildctl: both, from one directory, of one compatible version
+        hit, why = first_compatible(replace(engine, binaries=(name,)), [(p, str(p)) for p in path_candidates(name)])
+        if hit is None:
+            return None, why
+        found[name] = hit.files[name]
+        versions.append(hit.version)
+    if len(set(versions)) != 1 or len({p.parent for p in found.values()}) != 1:
+        return None, " and ".join(f"{p} is {v}" for p, v in zip(found.values(), versions)) + " (not one install)"
+    return Installed(versions[0], found, ", ".join(str(p) for p in found.values())), None
+
+
+def installed_host(engine: Engine, cli: Installed | None) -> tuple[Installed | None, str | None]:
+    """The Python language host the installed CLI ships beside itself (where the CLI takes it from), with the
+    exec script and the dynamic-provider plugin it runs; judged like a binary by ``-version``."""
+    if cli is None:
+        return None, None
+    beside = cli.files["pulumi"].resolve().parent
+    names = (*engine.binaries, *(extra[2] for extra in engine.extras))
+    missing = [name for name in names if not (beside / name).is_file()]
+    if missing:
+        return None, f"{beside} has no {', '.join(missing)}"
+    version = version_of(beside / engine.binaries[0], engine.version_args)
+    if version is None or not compatible(version, engine.version):
+        return None, f"{beside / engine.binaries[0]} is {version or 'of no known version'}"
+    files = {name: beside / name for name in installed_files(engine) if (beside / name).is_file()}
+    for name in engine.watched:  # a host laid out as ours (a copy of our build): its plugin behind the watchdog
+        if is_ours(files[name]) and f"{name}.watched" not in files:
+            return None, f"{files[name]} is rocm-bake's watchdog without {name}.watched beside it"
+    return Installed(version, files, str(beside)), None
+
+
+def is_ours(path: Path) -> bool:
+    """A plugin as rocm-bake installs it: tools/plugin-watchdog (any version of it) in front of the plugin."""
+    try:
+        return WATCHDOG.read_bytes().split(b"\n")[1] in path.read_bytes()[:4096]
+    except OSError:
+        return False
+
+
+def installed_plugin(engine: Engine) -> tuple[Installed | None, str | None]:
+    """The plugin at exactly the pinned version in the plugin cache, installed by other means than ours (ours is
+    kept in step with this checkout's build by ``register``). The engine loads no other version for the SDK."""
+    where = plugin_dir(engine)
+    binary = where / engine.binaries[0]
+    if not (binary.is_file() and os.access(binary, os.X_OK)) or where.with_name(where.name + ".partial").exists():
+        return None, None
+    if is_ours(binary):
+        return None, None
+    return Installed(engine.version, {engine.binaries[0]: binary}, str(where)), None
+
+
+# ------------------------------------------------------------ built from Go
 
 
 def build(engine: Engine) -> Path:
@@ -171,6 +323,9 @@ def build(engine: Engine) -> Path:
     out = cache_dir(engine)
     if all((out / b).exists() for b in engine.binaries):
         return out
+    if shutil.which("go") is None:
+        sys.exit(f"engines: {engine.name} {engine.version} is not installed and Go is not on PATH: install Go "
+                 f"(the engines are built from the Go modules in tools/) or {engine.name} {engine.version}")
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -274,6 +429,7 @@ WRAPPER = """#!/bin/sh
 # finds it). It does not touch your global `pulumi login` or ~/.docker/buildx.
 # The stacks' secrets provider comes from the state, not from a salt in the
 # tracked stack files, which stay as committed; `stack rm` keeps them.
+# `plugin rm` says first that the plugin cache is every checkout's.
 # The local registry serves TLS from this checkout's CA (make registry), so
 # SSL_CERT_FILE names a bundle in .rocm-bake/tls: the roots your own
 # SSL_CERT_FILE (or the system) names, plus that CA. The docker-build plugin's
@@ -300,6 +456,8 @@ prev=
 for arg in "$@"; do
   case "$prev $arg" in
     "stack rm"|"stack remove"|"stack delete") set -- "$@" --preserve-config; break ;;
+    "plugin rm"|"plugin remove")
+      echo "pulumi plugin rm: ${{PULUMI_HOME:-$HOME/.pulumi}}/plugins is shared: every checkout on this host (and your other Pulumi projects) uses what you remove there, and fails without it until its make setup registers it again" >&2 ;;
   esac
   prev=$arg
 done
@@ -352,14 +510,18 @@ def write_wrapper(real: Path) -> None:
         dest.chmod(0o755)
 
 
-def place_host(built: Path, names: tuple[str, ...]) -> None:
-    """Link the host and its scripts into ``.tools/cli``, beside this checkout's CLI; drop any old PATH copy."""
+def place_host(files: dict[str, Path]) -> None:
+    """Link the host and its scripts into ``.tools/cli``, beside this checkout's CLI; drop any old PATH copy and
+    any file of another layout (a watched plugin's ``.watched`` when the host is now an installed one)."""
     CLI.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        link(built / name, name, into=CLI)
+    for name, target in files.items():
+        link(target, name, into=CLI)
         old = BIN / name  # the layout before .tools/cli: the host on PATH
         if old.is_symlink() or old.exists():
             old.unlink()
+    for stale in CLI.iterdir():
+        if stale.name != "pulumi" and stale.name not in files and stale.is_symlink():
+            stale.unlink()
 
 
 #: How often a wait on another setup's lock prints a line when stderr is not a terminal (CI logs).
@@ -428,40 +590,73 @@ def hold_lock() -> None:
     globals()["_LOCK"] = handle
 
 
+def place(engine: Engine, files: dict[str, Path]) -> None:
+    """Put ``engine``'s files where the wrapper and the make targets take them, whichever way they came."""
+    if engine.name == "pulumi":
+        write_wrapper(files["pulumi"])
+    elif engine.name == "pulumi-language-python":
+        place_host(files)
+    elif engine.plugin is None:  # plugins are found in the plugin cache, not on PATH
+        for name, target in files.items():
+            link(target, name)
+
+
+def setup_engine(engine: Engine, build_all: bool, cli: Installed | None) -> Installed | None:
+    """Take ``engine`` as installed when compatible, else build it (or take our cached build); say which, once."""
+    found, unused = (None, None) if build_all else find_installed(engine, cli)
+    if found is not None:
+        place(engine, found.files)
+        say(f"{engine.name} {found.version}: installed, {found.where}")
+        record(engine.name, found.version, "installed", found.files)
+        return found
+    built = build(engine)
+    files = {name: built / name for name in installed_files(engine)}
+    if engine.plugin is not None:
+        register(BIN / "pulumi", engine, built)
+    else:
+        place(engine, files)
+    why = " (ENGINES=build)" if build_all else f" ({unused}; the pin is {engine.version})" if unused else ""
+    say(f"{engine.name} {engine.version}: built from tools/{engine.name}, {built}{why}")
+    record(engine.name, engine.version, "built", files)
+    return None
+
+
+def record(name: str, version: str, source: str, files: dict[str, Path]) -> None:
+    """Note in .tools/engines.json which engine setup took (the tests read it to judge the right files)."""
+    try:
+        taken = json.loads(RECORD.read_text())
+    except (OSError, ValueError):
+        taken = {}
+    taken[name] = {"version": version, "source": source, "files": {k: str(v) for k, v in files.items()}}
+    partial = RECORD.with_name(RECORD.name + ".partial")
+    partial.write_text(json.dumps(taken, indent=1, sort_keys=True) + "\n")
+    partial.replace(RECORD)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", help="build only these engines")
+    parser.add_argument("--only", action="append", help="set up only these engines")
+    parser.add_argument("--engines", choices=("installed", "build"), default="installed",
+                        help="installed (default): use a compatible installed engine, build the rest; "
+                             "build: build every engine from tools/ (make setup ENGINES=build)")
     parser.add_argument("--go-test", metavar="NAME", choices=[e.name for e in ENGINES if e.packages == (".",)],
                         help="run `go test` of our own engine module tools/NAME (with the shared Go caches) and exit")
     args = parser.parse_args()
-    if shutil.which("go") is None:
-        sys.exit("engines: no Go toolchain on PATH: install Go (the engines are built from Go modules)")
     if args.go_test:
+        if shutil.which("go") is None:
+            sys.exit("engines: no Go toolchain on PATH: install Go (the host's tests are Go tests)")
         sys.exit(go_test(args.go_test))
     BIN.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     hold_lock()
-    pulumi = BIN / "pulumi"
+    cli = None
     for engine in ENGINES:
         if args.only and engine.name not in args.only:
             continue
+        found = setup_engine(engine, args.engines == "build", cli)
         if engine.name == "pulumi":
-            found = system_pulumi()
-            write_wrapper(found if found is not None else build(engine) / "pulumi")
-            continue
-        built = build(engine)
-        names = installed_files(engine)
-        if engine.name == "pulumi-language-python":
-            place_host(built, names)
-        elif engine.plugin is None:  # plugins are found in the plugin cache, not on PATH
-            for name in names:
-                link(built / name, name)
-        else:
-            register(pulumi, engine, built)
+            cli = found
     say(f"all engines ready in .tools/bin ({time.monotonic() - started:.0f} s)")
-    if not args.only:
-        for name, why in NOT_BUILDABLE.items():
-            say(f"not built: {name}: {why}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,67 @@
+"""Can this `pulumi` run reach the checkout's own builder and registry? One line naming the fix when not.
+
+``make`` and ``.tools/bin/pulumi`` give the engine two things of the
+checkout's: ``BUILDX_CONFIG`` (where ``make builder`` registered the
+checkout's builder: the docker-build plugin looks there, or in
+``~/.docker/buildx`` when it is unset) and ``SSL_CERT_FILE`` (a bundle with
+the CA the checkout's registry serves TLS from). A user's own ``pulumi up``
+has neither, and its build would fail with "no builder found" or an unknown
+authority. The plugin inherits the CLI's environment, as the program does, so
+the program sees what the plugin will see, and stops before anything is
+declared, naming the export line that works (or ``.tools/bin/pulumi``).
+
+A stack whose builder and registry are the team's (named in its stack file)
+needs neither: nothing here applies to it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rocm_bake.builder_check import buildx_config_dir
+from rocm_bake.checkout import load_checkout
+
+#: The checkout's own buildx config and registry TLS directory (the Makefile's BUILDX_CONFIG and TLS_DIR).
+BUILDX_DIR = Path(".rocm-bake") / "buildx"
+TLS_DIR = Path(".rocm-bake") / "tls"
+
+
+def trusts_ca(cert_file: str | None, ca: Path) -> bool:
+    """Does the bundle ``cert_file`` hold the CA certificate ``ca``?"""
+    if not cert_file:
+        return False
+    try:
+        return ca.read_bytes().strip() in Path(cert_file).read_bytes()
+    except OSError:
+        return False
+
+
+def missing_environment(root: Path, builder: str, registry: str,
+                        env: dict[str, str] | os._Environ[str] | None = None) -> str | None:
+    """None when this run reaches checkout ``root``'s builder and registry as the stack uses them; else the fix.
+
+    Only the checkout's own builder and registry are judged (its record,
+    .rocm-bake/checkout.json): a copy of the program has none, and a stack
+    naming the team's farm and registry takes them from the user's setup.
+    """
+    env = os.environ if env is None else env
+    checkout = load_checkout(root)
+    if checkout is None:
+        return None
+    buildx = root / BUILDX_DIR
+    tls = root / TLS_DIR
+    wrong_buildx = builder == checkout.builder and buildx_config_dir(dict(env)).resolve() != buildx.resolve()
+    untrusted = (registry == checkout.registry and (tls / "ca.pem").is_file()
+                 and not trusts_ca(env.get("SSL_CERT_FILE"), tls / "ca.pem"))
+    if not (wrong_buildx or untrusted):
+        return None
+    from rocm_bake.registry.tls import trust_bundle
+
+    lacks = " and ".join(what for what, lacking in (
+        (f"builder {builder!r} is registered in {buildx}", wrong_buildx),
+        (f"registry {registry} serves TLS from {tls / 'ca.pem'}", untrusted)) if lacking)
+    bundle = trust_bundle(tls) if (tls / "ca.pem").is_file() else None
+    line = f"export BUILDX_CONFIG={buildx}" + (f" SSL_CERT_FILE={bundle}" if bundle else "")
+    return (f"this checkout's {lacks}, which this pulumi run is not given: run `{line}` in this shell first, "
+            f"or use {root / '.tools' / 'bin' / 'pulumi'}")

@@ -1,0 +1,1 @@
+FROM scratch AS wheels
