@@ -4,8 +4,11 @@ A wrong registry password, a builder whose client certificate another CA
 signed, a registry serving a certificate for another name: each `up` fails
 with ONE line (``rocm-bake.engine_run``, as ``make up`` runs it) naming what
 was refused, and changes nothing: no image resource in the stack's state,
-nothing in the registry. Those ups fail before anything is built. Last, the
-state host goes down mid-``up`` (the demo base pushed first): the engine's
+nothing in the registry. Those ups fail before anything is built. Then,
+with the demo base pushed: the registry host cut off (its veth down)
+mid-push is one line naming the registry, no output names a digest the
+registry lacks, and once it is back ``up`` completes and ``refresh
+--expect-no-changes`` passes; the state host down mid-``up`` is the engine's
 own error, then ``pulumi cancel`` and ``up`` recover. The stack's state
 lives in the farm's bucket. Root only, as CI runs; the farm is taken down
 after, and must leave nothing.
@@ -77,15 +80,21 @@ def image_resources(project: PulumiProject) -> list[str]:
     return [r["urn"] for r in state["deployment"].get("resources") or [] if "docker-build:index:Image" in r["type"]]
 
 
-def catalog(farm: farm_mod.Farm) -> list[str]:
+def registry_get(farm: farm_mod.Farm, path: str, method: str = "GET") -> bytes:
+    """``/v2/<path>`` of the farm registry with the farm login."""
     layout = farm.layout
     auth = json.loads((layout.docker_config / "config.json").read_text())["auths"][layout.endpoint("registry")]["auth"]
-    request = urllib.request.Request(f"https://{layout.endpoint('registry')}/v2/_catalog",
-                                     headers={"Authorization": f"Basic {auth}"})
+    request = urllib.request.Request(f"https://{layout.endpoint('registry')}/v2/{path}", method=method, headers={
+        "Authorization": f"Basic {auth}",
+        "Accept": "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"})
     context = ssl.create_default_context(cafile=str(layout.tls_dir / "ca.pem"))
     context.check_hostname = False  # one test serves a certificate for another name; the catalog is read anyway
     with urllib.request.urlopen(request, context=context, timeout=10) as response:
-        return json.loads(response.read())["repositories"]
+        return response.read()
+
+
+def catalog(farm: farm_mod.Farm) -> list[str]:
+    return json.loads(registry_get(farm, "_catalog"))["repositories"]
 
 
 def assert_nothing_changed(project: PulumiProject, farm: farm_mod.Farm) -> None:
@@ -178,6 +187,36 @@ def registry_login(farm: farm_mod.Farm) -> dict[str, str]:
     auth = json.loads((layout.docker_config / "config.json").read_text())["auths"][layout.endpoint("registry")]["auth"]
     return {"ROCM_BAKE_REGISTRY_USERNAME": REGISTRY_USER,
             "ROCM_BAKE_REGISTRY_PASSWORD": base64.b64decode(auth).decode().split(":", 1)[1]}
+
+
+def test_the_registry_cut_off_mid_push_is_one_line_then_up_and_refresh_recover(
+        farm: farm_mod.Farm, project: PulumiProject, base: str, tmp_path: Path) -> None:
+    layout, login = farm.layout, registry_login(farm)
+    registry, veth = layout.endpoint("registry"), layout.veth("registry")
+    log = tmp_path / "up.log"
+    command = [sys.executable, "-m", "rocm_bake.engine_run", "--log", str(tmp_path / "engine.log"),
+               "--builder", project.env["ROCM_BAKE_BUILDER"], "--", str(engine("pulumi")), "up", "--stack", STACK,
+               "--yes", "--skip-preview", "--non-interactive"]
+    with log.open("w") as out:
+        update = subprocess.Popen(command, cwd=project.dir, env={**project.env, **login}, stdout=out,
+                                  stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while "pushing layers" not in log.read_text() and update.poll() is None:
+            assert time.monotonic() < deadline, "the up never pushed"
+            time.sleep(0.1)
+        subprocess.run(["ip", "link", "set", veth, "down"], check=True)
+        update.wait(timeout=900)
+    finally:
+        subprocess.run(["ip", "link", "set", veth, "up"], check=True)
+    last = log.read_text().strip().splitlines()[-1]
+    assert update.returncode != 0 and last.startswith("rocm-bake: ") and registry in last, last
+    images = json.loads(project.run("stack", "output", "--json", stack=STACK).stdout).get("images") or {}
+    for ref in images.values():
+        repository, digest = ref.split("/", 1)[1].split("@")
+        registry_get(farm, f"{repository.rsplit(':', 1)[0]}/manifests/{digest}", method="HEAD")  # 404 raises
+    project.run("up", "--yes", "--skip-preview", stack=STACK, extra_env=login)
+    project.run("refresh", "--yes", "--expect-no-changes", stack=STACK, extra_env=login)
 
 
 def test_the_state_host_down_mid_up_is_the_engines_error_then_cancel_and_up_recover(
