@@ -43,7 +43,7 @@ TRUST_REGISTRY = if [ -f $(TLS_DIR)/ca.pem ]; then SSL_CERT_FILE=$$($(BIN)/pytho
 # benchmark, chromium for the landing-page test, openssl for the registry's TLS.
 APT_PACKAGES ?= docker-registry openssl openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: help setup apt lock engines builder builder-stop farm farm-down down test test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: help setup apt venv lock engines builder builder-stop farm farm-down down test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines ## everything the rest needs: Debian packages, the venv from requirements.lock, the engines (first time ~12 min)
 
@@ -122,7 +122,14 @@ down: ## stop this checkout's builder, registry, state server and farm, nothing 
 	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
 	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server
 
-test: setup ## run every test, the real-engine lifecycle included
+# The two loops (tests/conftest.py): tests marked `services` start the engine,
+# BuildKit, a registry, sshd, versitygw or a farm; the rest need only the venv.
+venv: .tools/bin/rocm-bake ## the venv from requirements.lock, rocm-bake in .tools/bin: all test-fast needs (no apt, no engines)
+
+test-fast: venv ## the tests that start no engine or daemon (-m "not services"): the loop while you edit
+	$(BIN)/python -m pytest -m "not services"
+
+test: setup ## every test, the fast ones first, then the services (the real-engine lifecycle included): what CI runs
 	$(BIN)/python -m pytest
 
 # Go tests of our own language host (tools/pulumi-language-python), with the Go caches
@@ -209,7 +216,7 @@ clean: ## remove what setup put in this checkout (.venv, .tools, build leftovers
 	@for path in dist .rocm-bake .registry "$${XDG_CACHE_HOME:-$$HOME/.cache}/rocm-bake"; do \
 	  [ -e "$$path" ] && echo "clean: kept $$path ($$(du -sh "$$path" | cut -f1))"; \
 	done; true
-	@echo "clean: README.md, 'The way back', says what those hold and how to remove them (make down first)"
+	@echo "clean: docs/getting-started.md, 'The way back', says what those hold and how to remove them (make down first)"
 
 # Every target with its one line (the text after "##" on its rule).
 help: ## this list

@@ -30,7 +30,7 @@ alternating runs, page cache warm for every contender):
   --dry-run`` of ``rocm-torch[device-<arch>]`` against the index served with
   PEP 658 ``.metadata`` files, and against the same index without them (pages
   stripped of ``data-core-metadata``, ``.metadata`` files removed), both
-  served by ``http.server`` (the README's serving line, which has no Range
+  served by ``http.server`` (the serving line of docs/wheel-pipeline.md, which has no Range
   support, so without PEP 658 the resolvers download whole wheels). Goal ≤ 1%.
 
 Usage: ``python bench/index_build.py [--count 40] [--size-mb 50] [--small-count 500]``.

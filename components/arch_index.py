@@ -3,9 +3,9 @@
 The two steps are one concern: the index is built from exactly the wheels the
 fetch wrote, and a fat build (``gfx950;gfx1201``) gets its own index like a
 single arch. Both dynamic resources are children of this component; each keeps
-its name (``wheels-<dir>``, ``index-<dir>``) and aliases its old place at the
-stack's root, so a stack declared before this component existed adopts what it
-recorded instead of fetching or indexing again.
+its name (``wheels-<dir>``, ``index-<dir>``) and an alias at the stack's
+root, so a stack whose state holds them there (declared without this
+component) adopts what it recorded instead of fetching or indexing again.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from components.index_provider import IndexInputs, WheelIndex
 from components.wheels_provider import FetchedWheels, FetchInputs
 from rocm_bake.archset import ArchSet
 
-#: Where the children were declared before this component held them.
+#: The children's place in a stack declared without this component: at the stack's root.
 AT_THE_ROOT = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]
 
 

@@ -161,9 +161,9 @@ class GpuTestRunArgs:
 class GpuTestRun(pulumi.ComponentResource):
     """One ``GpuTest`` per covered arch of the build, children of this component.
 
-    Each test keeps its name (``gpu-test-<arch>``) and aliases its old place at
-    the stack's root, so a stack declared before this component existed adopts
-    its recorded tests instead of running them again.
+    Each test keeps its name (``gpu-test-<arch>``) and an alias at the stack's
+    root, so a stack whose state holds them there (declared without this
+    component) adopts its recorded tests instead of running them again.
     """
 
     tests: dict[Arch, GpuTest]

@@ -15,9 +15,9 @@ the next ``up`` repairs it.
 
 All work is ``rocm_bake.publish``. The GitHub token is never a resource
 input nor part of a provider object (providers are pickled into state): the
-providers read it at run time in ``configure`` (secret config
-``rocm-bake:githubToken``, else ``GITHUB_TOKEN``), so a rotated token is what
-``refresh``, ``destroy`` and a replace use.
+providers read it at run time (``GITHUB_TOKEN`` or the secret config
+``rocm-bake:githubToken``, as ``GitHubProvider.token`` orders them), so a
+rotated token is what ``refresh``, ``destroy`` and a replace use.
 
 One path owns a release: ``GitHubRelease`` creates it through the same core
 function as ``rocm-bake publish`` (``ensure_release``), so whichever runs
@@ -283,7 +283,7 @@ class PagesIndexProvider(GitHubProvider):
         """One commit removing this arch's folder; other arches' folders stay."""
         inputs = IndexPublishInputs.from_props(props)
         with self.client(inputs) as client:
-            # state written before the tag was an input of this resource holds none: the commit names no release
+            # state recorded without a tag input holds none: the commit names no release
             commit_pages(client, inputs.arch, inputs.tag or "no release", {})
 
 

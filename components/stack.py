@@ -60,7 +60,7 @@ def read_config() -> StackConfig:
         if full in given and not (is_config_secret(full) or full in get_config_secret_keys_env()):
             raise RocmBakeError(f"stack {stack} config: {full}: stored in plain text; set it with "
                                 f"`pulumi config set --secret {full} …` (and rotate it: it was readable)")
-    values: dict[str, Any] = dict(local_defaults(Path(pulumi.get_root_directory() or ".")))
+    values: dict[str, Any] = dict(local_defaults(Path(pulumi.get_root_directory() or "."), stack=stack))
     plain = {k: v for k, v in given.items() if k.partition(":")[2] not in SECRET_KEYS}
     values.update(from_engine_values(plain, f"stack {stack} config"))
     return stack_config_from_mapping(stack, values, "the stack config")

@@ -1,4 +1,4 @@
-"""Is the buildx builder a stack names alive? Named with its socket or endpoint when it is not (A6b).
+"""Is the buildx builder a stack names alive? Named with its socket or endpoint when it is not.
 
 With buildkitd dead, the docker-build provider says only "context deadline
 exceeded". buildx keeps each builder as a JSON file in

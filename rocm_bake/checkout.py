@@ -22,11 +22,12 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import secrets
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -95,14 +96,32 @@ def load_checkout(root: Path) -> Checkout | None:
 #: What ``make`` exports for a run (REGISTRY_PORT= / BUILDER= on its command line win over the record).
 REGISTRY_ENV = "ROCM_BAKE_REGISTRY"
 BUILDER_ENV = "ROCM_BAKE_BUILDER"
+#: Builders per stack, ``STACK=BUILDER`` pairs: a build farm's exports put each stack on a builder of its own
+#: without editing a tracked stack file.
+STACK_BUILDERS_ENV = "ROCM_BAKE_STACK_BUILDERS"
+_PAIR = re.compile(r"^(?P<stack>[A-Za-z0-9_][A-Za-z0-9_.-]{0,99})=(?P<builder>[A-Za-z0-9][A-Za-z0-9_.-]{0,99})$")
 
 
-def local_defaults(root: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+def stack_builders(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """$ROCM_BAKE_STACK_BUILDERS parsed: ``demo-gfx950=builder-1,demo-gfx1201=builder-2`` (commas or spaces)."""
+    env = os.environ if environ is None else environ
+    found: dict[str, str] = {}
+    for pair in env.get(STACK_BUILDERS_ENV, "").replace(",", " ").split():
+        match = _PAIR.match(pair)
+        if match is None:
+            raise RocmBakeError(f"${STACK_BUILDERS_ENV}: {pair!r} is not STACK=BUILDER "
+                                f"(e.g. demo-gfx950=builder-1,demo-gfx1201=builder-2)")
+        found[match["stack"]] = match["builder"]
+    return found
+
+
+def local_defaults(root: Path, environ: Mapping[str, str] | None = None, stack: str | None = None) -> dict[str, str]:
     """The program's defaults for ``rocm-bake:registry`` and ``rocm-bake:builder`` in checkout ``root``.
 
     What ``make`` exported for this run, else the checkout's record; nothing
     when neither exists (a copy of the program, CI), leaving the built-in
-    defaults. A stack file that names either key wins over all of these.
+    defaults. ``stack``'s entry in $ROCM_BAKE_STACK_BUILDERS wins over
+    $ROCM_BAKE_BUILDER. A stack file that names either key wins over all of these.
     """
     env = os.environ if environ is None else environ
     checkout = load_checkout(root)
@@ -111,7 +130,22 @@ def local_defaults(root: Path, environ: dict[str, str] | None = None) -> dict[st
         defaults["rocm-bake:registry"] = env[REGISTRY_ENV]
     if env.get(BUILDER_ENV):
         defaults["rocm-bake:builder"] = env[BUILDER_ENV]
+    per_stack = stack_builders(env).get(stack or "")
+    if per_stack:
+        defaults["rocm-bake:builder"] = per_stack
     return defaults
+
+
+#: The builder a stack runs on when nothing names one (the program's built-in default).
+DEFAULT_BUILDER = "rocm-bake"
+
+
+def stack_builder(stack: str, stack_config: Mapping[str, object], root: Path,
+                  environ: Mapping[str, str] | None = None) -> str:
+    """The buildx builder ``stack`` runs on, as the program resolves it: its stack file's ``rocm-bake:builder``
+    (``stack_config``), else ``local_defaults``, else the built-in default."""
+    named = stack_config.get("rocm-bake:builder")
+    return str(named or local_defaults(root, environ, stack).get("rocm-bake:builder") or DEFAULT_BUILDER)
 
 
 def claims_dir() -> Path:

@@ -99,7 +99,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ``rocm-bake index build`` must not pay for pydantic, httpx or pulumi that
     other commands use, so every other command is listed by name and summary
     only, and not at all once a command is chosen (argparse dispatches on that
-    one name; a dozen unused subparsers were 5 ms of every call).
+    one name; a dozen unused subparsers would cost 5 ms of every call).
     """
     parser = Parser(prog="rocm-bake", description=plain(__doc__.splitlines()[0]),
                     epilog="Run rocm-bake COMMAND --help for a command's options.")

@@ -30,6 +30,7 @@ from pydantic.alias_generators import to_camel
 
 from rocm_bake.arch import ArchPolicy, arch_policy, check_prebuild_kernels
 from rocm_bake.archset import Arch, ArchSet
+from rocm_bake.checkout import DEFAULT_BUILDER
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.http_waits import check_service_url
 from rocm_bake.manifests import RepoPath, read_yaml
@@ -140,7 +141,7 @@ class StackConfig(BaseModel):
     repository: str = Field(default="rocm-bake", pattern=r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
     #: buildx builder: docker-container, kubernetes or remote driver. Scale-out
     #: is BuildKit's: point this at a build farm, never at a queue of ours.
-    builder: str = Field(default="rocm-bake", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+    builder: str = Field(default=DEFAULT_BUILDER, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
     push: bool = True
     prebuild_kernels: int | None = None
     cache_arch: CacheScope | None = None

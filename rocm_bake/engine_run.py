@@ -1,12 +1,12 @@
 """Run an engine command (``pulumi up``), keep its whole output in a log, and end a failure with ONE line.
 
-A failed ``up`` printed 138 diagnostic lines, the real cause ("failed to
-push … connection refused") at line 84 among ten Python tracebacks of grpc
-shutting down (A3c, A6a). ``make up`` and ``make demo`` run the engine
+A failed ``up`` can print over a hundred diagnostic lines, the real cause
+("failed to push … connection refused") deep among Python tracebacks of grpc
+shutting down. ``make up`` and ``make demo`` run the engine
 through this: the output still streams as it comes, all of it goes to the
 log, and a failure ends with ``rocm-bake: <command> failed: <first real
 cause> (full engine log: <path>)`` — naming the builder and its socket or
-endpoint when it is the builder that is missing or dead (A6b).
+endpoint when it is the builder that is missing or dead.
 
     python -m rocm_bake.engine_run --log .rocm-bake/logs/up-gfx950.log --stack gfx950 -- .tools/bin/pulumi up ...
 """
@@ -87,17 +87,17 @@ def configured_builder(stack: str | None) -> str | None:
     if not stack:
         return None
     try:
-        from rocm_bake.checkout import local_defaults
+        from rocm_bake.checkout import stack_builder
         from rocm_bake.config import STACKS_DIR, read_stack_file
 
-        named = read_stack_file(stack).get("rocm-bake:builder")
-        return str(named or local_defaults(STACKS_DIR.parent).get("rocm-bake:builder") or "rocm-bake")
+        return stack_builder(stack, read_stack_file(stack), STACKS_DIR.parent)
     except Exception:  # noqa: BLE001 - a summary must never fail on the stack file: the engine said what it said
         return None
 
 
-def summary(command: list[str], rc: int, output: str, log: Path, builder: str | None) -> str:
-    """The one last line of a failed run."""
+def failure_cause(rc: int, output: str, builder: str | None) -> str:
+    """Why a run failed, on one line: its first real cause, naming the builder and its endpoint when it is
+    the builder that is missing or dead."""
     from rocm_bake.builder_check import builder_problem
 
     cause = first_cause(output) or f"exit status {rc}, and the engine printed no error line"
@@ -105,8 +105,14 @@ def summary(command: list[str], rc: int, output: str, log: Path, builder: str | 
         problem = builder_problem(builder)
         if problem is not None:
             cause = f"{problem} (the engine said: {cause})"
+    return " ".join(cause.split())
+
+
+def summary(command: list[str], rc: int, output: str, log: Path, builder: str | None) -> str:
+    """The one last line of a failed run."""
+    cause = failure_cause(rc, output, builder)
     shown = " ".join(Path(command[0]).name if i == 0 else a for i, a in enumerate(command[:4]))
-    return f"rocm-bake: `{shown}` failed: {' '.join(cause.split())} (full engine log: {log})"
+    return f"rocm-bake: `{shown}` failed: {cause} (full engine log: {log})"
 
 
 def run(command: list[str], log: Path, builder: str | None) -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from rocm_bake.registry.tls import RegistryTls
+from tests import services
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -33,6 +34,7 @@ VENV_BIN = ROOT / ".venv" / "bin"
 
 def engine(name: str) -> Path:
     """A binary ``make setup`` installs into ``.tools/bin``; fail loudly when it is missing."""
+    services.require(f"the engine {name}")
     path = TOOLS_BIN / name
     if not (path.exists() and os.access(path, os.X_OK)):
         pytest.fail(f"{path} is missing: run `make setup` (it builds the Pulumi CLI, plugins, buildkitd, buildx and actionlint)")

@@ -15,6 +15,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from rocm_bake.zstd import zstd
+
 MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 HOST_ID = "host-x86_64-unknown-linux-gnu"
 
@@ -65,7 +67,8 @@ def ccob(inner: bytes, method: str = "zlib", version: int = 3) -> bytes:
     if method == "zlib":
         data, code = zlib.compress(inner, 6), 0
     else:
-        data = subprocess.run(["zstd", "-q", "-c"], input=inner, capture_output=True, check=True).stdout
+        # libzstd's own encoder through the venv's binding (the zstd CLI is the same library, but a Debian package)
+        data = zstd().compress(inner)
         code = 1
     digest = struct.unpack("<Q", hashlib.md5(inner).digest()[8:])[0]
     if version == 3:

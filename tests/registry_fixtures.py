@@ -32,6 +32,7 @@ from rocm_bake.registry.client import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, O
 from rocm_bake.registry.server import start_registry
 from rocm_bake.registry.tls import RegistryTls
 
+from tests import services
 from tests.retry_fixtures import no_waits  # noqa: F401 - re-exported fixture
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -58,19 +59,38 @@ class Registry:
         return storage / "docker" / "registry" / "v2" / "blobs" / "sha256" / hexd[:2] / hexd / "data"
 
 
-def running_registry(root: Path, tls: RegistryTls | None = None) -> Iterator[str]:
+def running_registry(root: Path, tls: RegistryTls | None = None, htpasswd: Path | None = None) -> Iterator[str]:
     """A real docker-registry on a free loopback port, stored under ``root``; its address while it runs.
 
-    Plain HTTP unless ``tls`` (then https with that certificate, as ``make registry`` serves).
+    Plain HTTP unless ``tls`` (then https with that certificate, as ``make registry`` serves); with
+    ``htpasswd`` (and ``tls``) it asks for a login from that file.
     """
+    services.require("docker-registry")
     try:
-        running = start_registry(root, tls=tls)
+        running = start_registry(root, tls=tls, htpasswd=htpasswd)
     except RocmBakeError as exc:
         pytest.fail(f"cannot start the real registry these tests need: {exc}")
     try:
         yield running.address
     finally:
         running.stop()
+
+
+def write_htpasswd(path: Path, username: str, password: str) -> Path:
+    """An htpasswd file with one bcrypt entry, as ``htpasswd -B`` writes (the registry takes bcrypt only); made
+    with the C library's crypt(3), so the test does not trust code of its own to hash."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+
+        hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << 4))
+    if not (hashed or "").startswith("$2"):
+        pytest.fail("this libc's crypt(3) makes no bcrypt hash: the htpasswd registry cannot be tested")
+    path.write_text(f"{username}:{hashed}\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import services
+
 SSHD = Path("/usr/sbin/sshd")
 
 
@@ -36,6 +38,7 @@ def _keygen(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def ssh_node(tmp_path_factory) -> SshNode:
+    services.require("sshd")
     if not SSHD.exists() or shutil.which("ssh") is None:
         pytest.fail("sshd/ssh missing: install the Debian packages openssh-server and openssh-client (.ci/run does)")
     root = tmp_path_factory.mktemp("sshd")

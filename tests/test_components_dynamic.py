@@ -53,6 +53,6 @@ def test_outputs_echo_every_input_then_what_the_provider_made(inputs: ProviderIn
 
 
 def test_an_input_missing_from_old_state_reads_as_none() -> None:
-    """State written before an input existed (a PagesIndex recorded without ``tag``) reads back, not KeyError."""
+    """State recorded without an input (a PagesIndex without ``tag``) reads back, not KeyError."""
     props = {k: v for k, v in EXAMPLES[-1].to_props().items() if k != "tag"}
     assert IndexPublishInputs.from_props(props).tag is None

@@ -152,9 +152,9 @@ def test_empty_stack_file_is_the_default_config(tmp_path):
 
 
 def test_the_stack_pipeline_parses_the_arch_once(monkeypatch):
-    """The guide's count: one arch was validated six times between define_stack and the GPU test.
+    """One arch is parsed once between define_stack and the GPU test, not once per step.
 
-    Now the stack config parses it, and the policy, the image plan, the fleet
+    The stack config parses it, and the policy, the image plan, the fleet
     lookup and the GPU test's node choice take the typed value as it is.
     """
     from rocm_bake.gpu import select_node

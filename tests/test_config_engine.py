@@ -42,14 +42,14 @@ BAD_VALUES: dict[str, tuple[str, bool]] = {
     "githubApiUrl": (f"http://x:{TOKEN}@127.0.0.1", True),
     "githubUploadsUrl": (f"http://{TOKEN}.example.com", True),
     "githubWebUrl": (f"ftp://{TOKEN}@example.com", True),
-    "githubPagesUrl": (f"http://x:{TOKEN}@127.0.0.1", True),  # A8c, exactly
+    "githubPagesUrl": (f"http://x:{TOKEN}@127.0.0.1", True),  # a token in the URL's userinfo, exactly
     "githubToken": (TOKEN, False),  # a token in plain text is refused
     "gpuHost": (TOKEN, False),
     "gpuTest": (TOKEN, False),
     "dockerfileDir": (f"../{TOKEN}", False),
     "buildArgs": (f'{{"ROCM_IMAGE": "{TOKEN}"', False),
 }
-#: Values that hold no token but are bad for reasons the issue named (A7a–i, A7e).
+#: Values that hold no token but are bad: unknown arch, empty or out-of-range registry, root dist, bad flags.
 MORE_BAD: list[tuple[str, str]] = [
     ("pytorchRocmArch", "gfx9999"), ("registry", ""), ("registry", "127.0.0.1:99999"), ("dist", "/"),
     ("prebuildKernels", "7"), ("githubApiUrl", ""), ("targets", "nosuch"), ("publish", "maybe"),
@@ -134,7 +134,7 @@ def test_issue_values_are_one_line_naming_the_key(pulumi_engine: Engine, key: st
 
 
 def test_unknown_key_is_refused_with_the_nearest_known_key(pulumi_engine: Engine) -> None:
-    """A7j: a misspelt key used to be ignored (rc 0, images planned to the default registry)."""
+    """A misspelt key is refused: ignoring it would plan images to the default registry and exit 0."""
     output = pulumi_engine.preview_with("rocm-bake:registy", "127.0.0.1:5001")
     assert_one_line_naming(output, "rocm-bake:registy")
     (message,) = [m for m in error_messages(output) if "registy" in m]

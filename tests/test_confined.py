@@ -1,4 +1,4 @@
-"""#21 item 8, "Confined and consistent": each rule with the specific thing it guards."""
+"""Confined and consistent: each rule with the specific thing it guards."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def index_props(dist: Path, arch: str = "gfx950") -> dict:
 
 
 def test_deleted_wheels_are_drift_not_a_crash(tmp_path: Path) -> None:
-    """A5a: with DIST/wheels/<arch> deleted, refresh and the next preview report drift (no traceback)."""
+    """With DIST/wheels/<arch> deleted, refresh and the next preview report drift (no traceback)."""
     dist = tmp_path / "dist"
     arch_wheel_set(dist / "wheels" / "gfx950", "gfx950", ["torch", "nixl"])
     provider = WheelIndexProvider()
@@ -32,7 +32,7 @@ def test_deleted_wheels_are_drift_not_a_crash(tmp_path: Path) -> None:
 
 
 def test_the_landing_page_links_only_https_or_loopback_http() -> None:
-    """B11d: a gh-pages index.json whose release_url is javascript: must not become an <a href>."""
+    """A gh-pages index.json whose release_url is javascript: must not become an <a href>."""
     from rocm_bake.publish.landing import ListedIndex, render_landing
 
     def row(url: str) -> ListedIndex:
@@ -51,7 +51,7 @@ def test_the_landing_page_links_only_https_or_loopback_http() -> None:
 
 
 def test_wheels_are_copied_never_linked_into_an_index(tmp_path: Path) -> None:
-    """B12c: a symlinked (or hard-linked) input wheel is served as a copy: the bytes cannot change after hashing."""
+    """A symlinked (or hard-linked) input wheel is served as a copy: the bytes cannot change after hashing."""
     import os
 
     from rocm_bake.index.build import build_index
@@ -74,7 +74,7 @@ def test_wheels_are_copied_never_linked_into_an_index(tmp_path: Path) -> None:
 
 
 def test_record_hashes_are_checked_at_index_build(tmp_path: Path) -> None:
-    """B12g: a member changed after the wheel was built (its RECORD hash no longer matches) is refused."""
+    """A member changed after the wheel was built (its RECORD hash does not match) is refused."""
     import zipfile
 
     import pytest
@@ -102,7 +102,7 @@ def test_record_hashes_are_checked_at_index_build(tmp_path: Path) -> None:
 
 
 def test_fetched_directories_follow_the_umask(registry, tmp_path: Path) -> None:  # noqa: F811 - fixture
-    """D7: DIST/wheels/<arch> was created 0700 (mkdtemp) under umask 022; a web server as another user could not read."""
+    """DIST/wheels/<arch> follows the umask, not mkdtemp's 0700: a web server running as another user reads it."""
     import os
     import stat
 
@@ -131,7 +131,7 @@ def kfd_node(root: Path, n: int, text: str | None) -> Path:
 
 
 def test_which_index_names_every_node_it_cannot_read(tmp_path: Path) -> None:
-    """C9: a malformed GPU node was dropped silently (and the host looked like it had fewer arches)."""
+    """A malformed GPU node is named, never dropped silently (the host would look like it had fewer arches)."""
     import pytest
 
     from rocm_bake.errors import RocmBakeError
@@ -150,7 +150,7 @@ def test_which_index_names_every_node_it_cannot_read(tmp_path: Path) -> None:
 
 
 def test_which_index_refuses_a_node_with_two_target_versions(tmp_path: Path) -> None:
-    """C10: the last of two gfx_target_version lines used to win silently."""
+    """A node with two gfx_target_version lines is refused: letting the last one win would hide a bad node."""
     import pytest
 
     from rocm_bake.errors import RocmBakeError

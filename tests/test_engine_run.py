@@ -1,6 +1,6 @@
 """A failed ``make up`` / ``make demo`` ends with one line: the first real cause and the full log's path.
 
-The real-engine case is A6b: the stack's builder is registered but its
+The real-engine case: the stack's builder is registered but its
 buildkitd is dead, and docker-build says only "context deadline exceeded"
 (among grpc tracebacks). The last line must name the builder and its socket.
 """
@@ -20,7 +20,7 @@ from tests.engine_fixtures import ROOT, TOOLS_BIN, VENV_BIN, copy_project, engin
 
 STACK = "demo-gfx950"
 
-#: Lines as the engine printed them for A6b (kept from a real run): progress, grpc noise, diagnostics.
+#: Lines as the engine printed them for a dead builder (kept from a real run): progress, grpc noise, diagnostics.
 A6B_OUTPUT = """\
  +  docker-build:index:Image triton-wheel-gfx950 creating (20s) error: context deadline exceeded
  +  pulumi:pulumi:Stack rocm-bake-demo-gfx950 creating (20s) error: update failed

@@ -228,6 +228,7 @@ def test_the_bucket_answers_the_printed_keys_only(farm: farm_mod.Farm) -> None:
     status, body = s3_list(layout, *keys)
     assert status == 200 and f"<Name>{BUCKET}</Name>" in body, body[:300]
     assert s3_list(layout, keys[0], "not-the-secret-key-at-all")[0] == 403
+    assert farm.exports["ROCM_BAKE_STACK_BUILDERS"] == "demo-gfx950=farm-builder-1,demo-gfx1201=farm-builder-2"
     assert farm.exports["PULUMI_BACKEND_URL"].startswith(f"s3://{BUCKET}?endpoint=http://{layout.endpoint('state')}")
 
 

@@ -58,7 +58,8 @@ def farm() -> Iterator[farm_mod.Farm]:
 def project(farm: farm_mod.Farm, tmp_path_factory: pytest.TempPathFactory) -> PulumiProject:
     """The demo program on the farm: registry, builder and state from the farm's exports."""
     work = tmp_path_factory.mktemp("farm-faults")
-    env = {**project_env(work / "unused-state", None, work), **farm.exports,
+    exports = {k: v for k, v in farm.exports.items() if k != "ROCM_BAKE_STACK_BUILDERS"}  # one builder per test
+    env = {**project_env(work / "unused-state", None, work), **exports,
            "PULUMI_CONFIG_PASSPHRASE": "farm-faults", "ROCM_BAKE_BUILDER": farm.layout.buildx_name("builder-1")}
     proj = PulumiProject(copy_project(work / "project"), work, env)
     proj.run("stack", "init", STACK, "--secrets-provider", "passphrase")

@@ -161,9 +161,9 @@ def as_recorded_before_the_types(deployment: dict) -> dict:
 
 
 def as_recorded_before_the_components(deployment: dict) -> dict:
-    """The same state as the program wrote it when the fetch, the index and the GPU test were declared at the
-    stack's root, before they had types of their own: no ArchIndex or GpuTestRun, each child's URN and parent
-    the root's (every reference renamed)."""
+    """The same state as a program that declares the fetch, the index and the GPU test at the stack's root, with
+    no types of their own, writes it: no ArchIndex or GpuTestRun, each child's URN and parent the root's (every
+    reference renamed)."""
     resources = deployment["resources"]
     stack_urn = next(r["urn"] for r in resources if r["type"] == "pulumi:pulumi:Stack")
     components = {r["urn"] for r in resources if r["type"] in COMPONENTS}

@@ -74,7 +74,7 @@ def test_layout_links_and_metadata(gfx950: Path, tmp_path: Path) -> None:
                 inner = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
                 assert zf.read(inner[0]) == meta.read_bytes()  # PEP 658: the METADATA verbatim
             source = gfx950 / text
-            assert os.stat(source).st_ino != os.stat(target).st_ino  # copied, never linked (B12c)
+            assert os.stat(source).st_ino != os.stat(target).st_ino  # copied, never linked (bytes fixed once hashed)
             assert source.read_bytes() == target.read_bytes()
     assert seen == {f.filename for f in result.files}
     assert {f.filename: f.sha256 for f in result.files} == {
@@ -278,8 +278,8 @@ def test_served_index_resolves_from_metadata_alone(gfx950: Path, tmp_path: Path)
     """PEP 658 for real: both resolvers read ``.metadata``; uv's resolve-only run fetches no wheel.
 
     pip reads the ``.metadata`` files too, but pip < 25.3 still downloads every
-    wheel after resolving, even with ``--dry-run`` (pypa/pip#12603, fixed by
-    #13482), so the no-bodies assertion is made with uv.
+    wheel after resolving, even with ``--dry-run`` (pypa/pip#12603, fixed
+    by pypa/pip#13482), so the no-bodies assertion is made with uv.
     """
     dist = tmp_path / "dist"
     result = build_index(ArchSet("gfx950"), gfx950, dist)

@@ -399,7 +399,7 @@ def free_port() -> int:
 
 
 def test_python_http_server_and_uv_follow_the_link(wheels: Path, tmp_path: Path) -> None:
-    """``python -m http.server --directory dist`` (the README's serving line) serves through the symlink."""
+    """``python -m http.server --directory dist`` (docs/wheel-pipeline.md's serving line) serves through the symlink."""
     dist = tmp_path / "dist"
     result = build_index(ArchSet("gfx950"), wheels, dist)
     port = free_port()

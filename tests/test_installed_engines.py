@@ -90,6 +90,7 @@ def setup_copy(where: Path) -> Path:
     return where
 
 
+@pytest.mark.services
 def test_a_scratch_home_with_engines_installed_builds_nothing(tmp_path: Path) -> None:
     env = clean_env(HOME=str(tmp_path / "home"), **installs(tmp_path / "installed"))
     assert shutil.which("go", path=env["PATH"]) is None, "Go must be out of reach: nothing may be built"
@@ -113,6 +114,7 @@ def test_a_scratch_home_with_engines_installed_builds_nothing(tmp_path: Path) ->
     assert version.stdout.strip() == f"v{engines_tool.PULUMI_VERSION}", version.stdout + version.stderr
 
 
+@pytest.mark.services
 def test_an_older_engine_is_built_and_engines_build_builds_all(tmp_path: Path) -> None:
     """An installed engine older than the pin is named and passed over; ENGINES=build takes none installed
     (the builds come from this machine's engine cache: nothing is compiled here)."""
@@ -145,6 +147,10 @@ def test_an_older_engine_is_built_and_engines_build_builds_all(tmp_path: Path) -
 
 
 # -- a fresh clone's make demo over the installed engines, then the team's own pulumi -----------------------
+
+
+#: This module's fixture that runs make demo on the real engine (tests/conftest.py marks its tests ``services``).
+SERVICE_FIXTURES = {"demo"}
 
 
 @pytest.fixture(scope="module")

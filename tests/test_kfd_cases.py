@@ -1,7 +1,7 @@
 """Every KFD case that decided detection stays our own code, run through ``rocm-bake which-index``.
 
 rocm-bootstrap 0.3.0 (AMD's GPU detection on PyPI) was run on these same
-trees (README, "GPU detection: rocm-bootstrap and our own code"). Where it
+trees (docs/gpus.md, "GPU detection: rocm-bootstrap and our own code"). Where it
 agrees with ours (an APU beside a dGPU, a gap in the node numbers, the name of
 every target it knows) the test pins the answer both give; everywhere else the
 test pins what ours does and says what rocm-bootstrap did instead.

@@ -28,6 +28,7 @@ from rocm_bake.index import build_index
 from rocm_bake.publish import landing
 from rocm_bake.publish.landing import LANDING_PATH, LISTING_PATH
 from rocm_bake.publish.publisher import publish
+from tests import services
 from tests.fake_github import FakeGitHub
 
 from tests.index_fixtures import arch_wheel_set
@@ -273,7 +274,9 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.services
 def test_the_page_renders_in_a_real_browser_at_phone_width(gh: FakeGitHub, dist: Path, tmp_path: Path) -> None:
+    services.require("chromium")
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `make apt` installs Debian's chromium")
     for arch in ("gfx950", "gfx1201", FAT):

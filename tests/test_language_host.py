@@ -331,17 +331,37 @@ def test_kill_9_of_the_cli_leaves_no_host_or_program(tmp_path: Path) -> None:
 def test_pulumi_install_on_a_fresh_clone(tmp_path: Path) -> None:
     """`git clone` then `pulumi install`: a new .venv with the program installed, and every plugin its SDKs name.
 
+    Like `make setup`, install takes requirements.lock with its hashes required: a lock whose hashes do not
+    match what the index serves makes it fail naming the lock, before anything is installed.
     A plugin of a pinned SDK that no Go module here provides (tools/engines.py NOT_BUILDABLE) cannot be
     installed offline: then install must fail naming exactly those plugins, and nothing else.
     """
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     # The working tree's program files, so the test judges this checkout, not its last commit.
-    for name in ("pyproject.toml", "requirements.txt", "Pulumi.yaml"):
+    for name in ("pyproject.toml", "requirements.txt", "requirements.lock", "Pulumi.yaml"):
         shutil.copy(ROOT / name, clone / name)
     state = tmp_path / "state"
     state.mkdir()
     project = PulumiProject(clone, state, cli_env(state))
+
+    lock = clone / "requirements.lock"
+    good_lock = lock.read_text()
+    tampered = re.sub(r"(?ms)^(pydantic==\S+ \\\n.*?)(?=^\S)",
+                      lambda m: re.sub(r"sha256:\w{64}", "sha256:" + "0" * 64, m[1]), good_lock)
+    assert tampered != good_lock, "requirements.lock pins no pydantic to tamper with"
+    lock.write_text(tampered)
+    refused = project.run("install", check=False, timeout=900)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0, f"pulumi install accepted a lock with a wrong hash:\n{output[-4000:]}"
+    assert "--require-hashes -r requirements.lock" in output and "DO NOT MATCH THE HASHES" in output, (
+        f"pulumi install did not refuse the tampered requirements.lock by its hashes:\n{output[-4000:]}")
+    venv_pip = [str(clone / ".venv" / "bin" / "python"), "-m", "pip"]
+    shown = subprocess.run([*venv_pip, "show", "--quiet", "pydantic"], capture_output=True,
+                           env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+    assert shown.returncode != 0, "pydantic was installed from a lock whose hash for it is wrong"
+
+    lock.write_text(good_lock)
     result = project.run("install", check=False, timeout=900)
     venv_python = clone / ".venv" / "bin" / "python"
     assert venv_python.exists(), f"pulumi install made no .venv:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"

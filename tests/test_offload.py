@@ -416,7 +416,7 @@ def test_magics_outside_hip_fatbin_or_inside_payloads_are_not_reported(tmp_path:
 
 
 def test_bundle_like_data_before_hip_fatbin_never_makes_a_valid_wheel_unknown(tmp_path: Path) -> None:
-    """B10i: a bundle-like header before .hip_fatbin that claims bytes inside it hid the section from the one
+    """A bundle-like header before .hip_fatbin that claims bytes inside it hides the section from the one
     streaming pass; the section is walked again from its known offset, never guessed, never "unknown"."""
     decoy = bytearray(bundle(hip_ids("gfx1201")))
     device_entry = 32 + 24 + len(hip_ids("gfx1201")[0])
@@ -549,7 +549,7 @@ def test_big_member_scan_shows_progress_and_json_silences_it(
 
 
 def test_bundle_like_data_hiding_the_name_table_is_read_again(tmp_path: Path) -> None:
-    """B10i: the decoy's claimed extent covers .shstrtab, so the first pass cannot name the sections."""
+    """The decoy's claimed extent covers .shstrtab, so the first pass cannot name the sections."""
     decoy = bytearray(bundle(hip_ids("gfx1201")))
     device_entry = 32 + 24 + len(hip_ids("gfx1201")[0])
     device_offset = struct.unpack_from("<Q", decoy, device_entry)[0]

@@ -3,10 +3,10 @@
 An AST scan of the program (``rocm_bake/``, ``components/``, ``policy/``,
 ``__main__.py``). A call of ``ArchSet(...)`` or ``Arch(...)`` is a parse,
 allowed only in the edges listed in ``EDGES`` (each with why it is one).
-The old arch types and their helpers (``IndexTarget``, ``RocmArch``,
-``parse_rocm_arch``, ``validate_arch``, ``dir_name_of``) re-parse a value
-every time they are used, so any mention of them (an import, a call, an
-attribute) is refused outright.
+Arch types and helpers that re-parse a value every time they are used
+(``IndexTarget``, ``RocmArch``, ``parse_rocm_arch``, ``validate_arch``,
+``dir_name_of``) are refused outright: any mention of them (an import, a
+call, an attribute).
 """
 
 from __future__ import annotations

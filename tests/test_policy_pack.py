@@ -7,8 +7,8 @@ The CLI starts the pack through our Python language host's RunPlugin.
 
 The real stacks pass: gfx950 and gfx1250 preview on the real engine with
 the pack; gfx1201, gfx1151 and the fat stack declare the GPU test as a
-``command:local:Command``, whose plugin cannot be built here (README,
-Engines), so the pack's own policy functions judge their resources as
+``command:local:Command``, whose plugin cannot be built here (docs/engines.md),
+so the pack's own policy functions judge their resources as
 ``rocm-bake plan`` declares them under Pulumi's mock runtime. The demo
 stacks pass on the real engine in tests/test_lifecycle.py (preview and up
 both run the pack).
@@ -63,6 +63,10 @@ def preview_with_pack(proj: PulumiProject, stack: str) -> tuple[int, str]:
 
 def named_policies(output: str) -> set[str]:
     return {rule.name for rule in RULES if f"[mandatory]  {rule.name} " in output}
+
+
+#: This module's fixtures that run the real engine (tests/conftest.py marks their tests ``services``).
+SERVICE_FIXTURES = {"work", "real_project"}
 
 
 @pytest.fixture(scope="module")

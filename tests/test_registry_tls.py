@@ -53,6 +53,10 @@ def registry_tls(tmp_path_factory: pytest.TempPathFactory) -> RegistryTls:
     return ensure_tls(tmp_path_factory.mktemp("tls"))
 
 
+#: This module's fixtures that start a docker-registry (tests/conftest.py marks their tests ``services``).
+SERVICE_FIXTURES = {"tls_registry"}
+
+
 @pytest.fixture(scope="module")
 def tls_registry(tmp_path_factory: pytest.TempPathFactory, registry_tls: RegistryTls) -> Iterator[Registry]:
     root = tmp_path_factory.mktemp("tls-registry")

@@ -108,12 +108,14 @@ def actionlint(*paths: Path | str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.services
 def test_actionlint_is_the_pinned_go_build() -> None:
     version = subprocess.run([str(engine("actionlint")), "-version"], capture_output=True, text=True, timeout=60)
     assert version.returncode == 0, version.stderr
     assert version.stdout.splitlines()[0] == ACTIONLINT_VERSION, version.stdout
 
 
+@pytest.mark.services
 def test_workflows_pass_actionlint() -> None:
     files = sorted(WORKFLOWS.glob("*.yml"))
     assert [f.name for f in files] == ["ci.yml", "deploy.yml"]
@@ -122,6 +124,7 @@ def test_workflows_pass_actionlint() -> None:
     assert done.stdout == "", done.stdout
 
 
+@pytest.mark.services
 def test_actionlint_really_catches_mistakes(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yml"
     bad.write_text(
@@ -140,7 +143,7 @@ CONTEXTS = {"github", "env", "vars", "job", "jobs", "steps", "runner", "secrets"
             "matrix", "needs", "inputs"}
 FUNCTIONS = {"contains", "startsWith", "endsWith", "format", "join", "toJSON", "fromJSON",
              "hashFiles", "success", "always", "cancelled", "failure"}
-#: The repository secrets the README documents (CI, deploy and where state lives).
+#: The repository secrets docs/team-and-farm.md documents (CI, deploy and where state lives).
 SECRETS = set(check_secrets.ALL_SECRETS)
 EXPR = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 REF = re.compile(r"(?<![\w.'-])([A-Za-z_][\w-]*)((?:\.[A-Za-z_*][\w-]*)*)(\s*\()?")
@@ -260,10 +263,11 @@ def test_triggers_permissions_and_concurrency() -> None:
     assert ci["jobs"]["two-arch-index"]["needs"] == "test" and ci["jobs"]["preview"]["needs"] == "test"
     assert ci["jobs"]["preview"]["permissions"] == {"contents": "read", "pull-requests": "write"}
     assert deploy["on"]["push"]["branches"] == ["main"] and deploy["permissions"] == {"contents": "read"}
-    # the passes contend for the same builders: one stack at a time, and a second push waits
-    assert deploy["concurrency"] == {"group": "rocm-bake-builders", "cancel-in-progress": False}
+    # one job per stack, all at once (BuildKit schedules the builds); two runs of one stack queue on its group
+    assert "concurrency" not in deploy, "no workflow-wide group: one stack's deploy never waits for another's"
     (job,) = deploy["jobs"].values()
-    assert job["strategy"]["max-parallel"] == 1 and job["strategy"]["fail-fast"] is False
+    assert job["concurrency"] == {"group": "rocm-bake-deploy-${{ matrix.stack }}", "cancel-in-progress": False}
+    assert "max-parallel" not in job["strategy"] and job["strategy"]["fail-fast"] is False
     assert job["environment"] == "deploy", "the writing credentials live in an environment kept to main"
     assert job["permissions"] == {"contents": "write"}, "releases and gh-pages, for the stacks that publish"
     for matrix_job in (ci["jobs"]["preview"], job):
@@ -366,11 +370,12 @@ def test_the_deploy_ends_with_a_preview_that_expects_no_changes() -> None:
         "GITHUB_TOKEN": "${{ steps.stack.outputs.publish == 'true' && secrets.GITHUB_TOKEN || '' }}"}
 
 
-# -- the README agrees ------------------------------------------------------------------------------------
+# -- the docs agree ----------------------------------------------------------------------------------------
 
 
 def readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
+    """The docs section the workflows' error lines point at (check_secrets.README)."""
+    text = (ROOT / "docs" / "team-and-farm.md").read_text()
     start = text.index("\n## CI, deploy and where state lives\n")
     end = text.find("\n## ", start + 1)
     return text[start:end if end != -1 else len(text)]
@@ -426,7 +431,8 @@ def test_secret_check_names_what_deploy_lacks_and_prints_no_value(tmp_path: Path
             env["PULUMI_BACKEND_URL"] = url
             env.update({"AZURE_STORAGE_ACCOUNT": "acct"} if url.startswith("azblob") else {})
         code, said, _ = check("deploy", env, tmp_path)
-        assert code == 1 and said.rstrip().endswith(f"secrets {drop} (README: CI, deploy and where state lives)"), said
+        where = "docs/team-and-farm.md: CI, deploy and where state lives"
+        assert code == 1 and said.rstrip().endswith(f"secrets {drop} ({where})"), said
     # a farm on the runner's own host (unix socket) needs no certificates
     env = {k: v for k, v in secret_values(BUILDKIT_HOST="unix:///run/buildkit/buildkitd.sock").items()
            if not k.startswith("BUILDKIT_C")}
@@ -566,6 +572,11 @@ def make_pki(d: Path, ca: str = "ca") -> None:
                 "-out", f"{who}.pem", "-days", "1", "-extfile", f"{who}.ext", cwd=d)
 
 
+#: This module's fixtures that start BuildKit, versitygw or the engine (tests/conftest.py marks their tests
+#: ``services``); the tests that run an engine themselves carry the marker by hand.
+SERVICE_FIXTURES = {"farm", "bucket", "runner", "deployed"}
+
+
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A buildkitd on tcp://127.0.0.1 that demands a client certificate from its CA, like a build farm."""
@@ -577,9 +588,8 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     if shutil.which("openssl") is None:
         pytest.fail("openssl is needed to make the farm's certificates: apt-get install openssl")
-    buildkitd = ROOT / ".tools" / "bin" / "buildkitd"
-    if not buildkitd.exists() or not (ROOT / ".tools" / "bin" / "buildx").exists():
-        pytest.fail("buildkitd/buildx missing from .tools/bin: run `make setup`")
+    buildkitd = engine("buildkitd")
+    engine("buildx")
     if os.geteuid() != 0:
         pytest.fail("buildkitd (runc worker) runs as root here: run the tests as root, as `make test` does in CI")
     work = tmp_path_factory.mktemp("farm")
@@ -658,6 +668,7 @@ def test_register_builder_fails_clearly_without_the_right_certificate(farm: dict
 # ------------------------------------------------------ the Pulumi CLI and the team's state
 
 
+@pytest.mark.services
 def test_use_built_pulumi_puts_the_built_cli_on_path_with_its_bare_version(tmp_path: Path) -> None:
     done, output, _ = step_run([str(SCRIPTS / "use_built_pulumi.sh")], {"GITHUB_PATH": str(tmp_path / "path")},
                                tmp_path)

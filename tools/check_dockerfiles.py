@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from rocm_bake.config import StackConfig
 
 DOCKERFILE_DIR = ROOT / "dockerfiles"
-#: The base-image build args the Dockerfiles take (README: rocm-bake:buildArgs), each given a stand-in.
+#: The base-image build args the Dockerfiles take (docs/configuration.md: rocm-bake:buildArgs), each given a stand-in.
 BASE_ARGS = ("ROCM_IMAGE", "PYTHON_IMAGE")
 #: BuildKit's lines worth repeating: its errors, its lint warnings and the rule text under them.
 _COMPLAINT = re.compile(r"^(ERROR|WARNING|[A-Za-z]+ argument|.*\.Dockerfile:\d+$)|Check complete")

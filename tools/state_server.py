@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An S3 bucket on loopback for team Pulumi state: versitygw's POSIX gateway (``make state-server``).
 
-The README's team path keeps state in a bucket named by
+The team path (docs/team-and-farm.md) keeps state in a bucket named by
 ``PULUMI_BACKEND_URL``; this serves one on this host, so several checkouts
 (and several people on one machine) share stacks, locks included, exactly
 as they would through a real S3 bucket. versitygw is built from the Go

@@ -7,7 +7,7 @@ Usage (standard library only: it runs before ``make setup``)::
 
 Why a step of its own: a missing secret otherwise surfaces an hour later as
 an engine error about an empty URL, or, worse, as a preview against empty
-state that says "create everything". The rules here are the README's table
+state that says "create everything". The rules here are the table in docs/team-and-farm.md
 ("CI, deploy and where state lives") in code:
 
 * ``PULUMI_BACKEND_URL`` is where the team's state lives: a bucket the team
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-README = "README: CI, deploy and where state lives"
+README = "docs/team-and-farm.md: CI, deploy and where state lives"
 
 #: State backend scheme -> the secrets its credentials come from.
 BACKEND_CREDENTIALS: dict[str, tuple[str, ...]] = {
@@ -54,7 +54,7 @@ FARM_CREDENTIALS: dict[str, tuple[str, ...]] = {
 
 REGISTRY_CREDENTIALS = ("REGISTRY_USERNAME", "REGISTRY_PASSWORD")
 
-#: Every secret name this project's workflows may read (the README's table).
+#: Every secret name this project's workflows may read (the table in docs/team-and-farm.md).
 ALL_SECRETS = sorted({
     "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "BUILDKIT_HOST", "GITHUB_TOKEN", *REGISTRY_CREDENTIALS,
     *(name for names in BACKEND_CREDENTIALS.values() for name in names),

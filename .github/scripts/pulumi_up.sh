@@ -16,7 +16,7 @@ stack=${1:?usage: pulumi_up.sh STACK}
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cli="$root/.tools/bin/pulumi"
 if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
-  echo "::error title=state::PULUMI_BACKEND_URL is empty: pulumi up would write state on the runner (README: CI, deploy and where state lives)"
+  echo "::error title=state::PULUMI_BACKEND_URL is empty: pulumi up would write state on the runner (docs/team-and-farm.md: CI, deploy and where state lives)"
   exit 1
 fi
 if [ "${PUBLISH:-}" = true ]; then

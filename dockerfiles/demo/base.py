@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 #: Bump when the package list or trimming changes: it names the cache and the tag.
@@ -69,18 +68,17 @@ def base_ref(registry: str) -> str:
 
 
 def already_pushed(registry: str) -> bool:
-    """HEAD the tag; https (trusting SSL_CERT_FILE: make's .rocm-bake/tls/bundle.pem) unless a loopback registry speaks http."""
-    from rocm_bake.registry.client import scheme_for
+    """Whether the registry has the tag: one HEAD through rocm-bake's client (https trusting SSL_CERT_FILE unless a
+    loopback registry speaks http; the Docker login of $DOCKER_CONFIG when it asks for one). Any failure is "no":
+    the push that follows says what is wrong."""
+    from rocm_bake.errors import RocmBakeError
+    from rocm_bake.registry.client import RegistryClient, parse_ref
 
-    request = urllib.request.Request(
-        f"{scheme_for(registry)}://{registry}/v2/{REPOSITORY}/manifests/{BASE_VERSION}", method="HEAD",
-        headers={"Accept": "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
-                           "application/vnd.docker.distribution.manifest.v2+json"},
-    )
     try:
-        with urllib.request.urlopen(request, timeout=10):
-            return True
-    except OSError:
+        with RegistryClient(registry, retries=0, budget_s=30, timeout_s=10) as client:
+            client.resolve_digest(parse_ref(base_ref(registry)))
+        return True
+    except RocmBakeError:
         return False
 
 

@@ -1,17 +1,28 @@
-"""``rocm-bake arches list|preview|up``: fan one operation out over ARCHES.
+"""``rocm-bake arches list|preview|up``: fan one operation out over ARCHES (or named stacks).
 
 Each arch is a full pass over every target, so the list multiplies build
-time; passes run sequentially because they contend for the same builders
-(BuildKit schedules within a pass; we never queue across passes).
+time. Passes that name the same buildx builder contend for it, so they run
+one after another; passes on different builders share nothing but the
+backend, so they run at the same time (``--jobs`` caps how many). That
+grouping is all: BuildKit schedules within a builder, the backend locks each
+stack, and we never queue beyond it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
+import signal
 import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from rocm_bake.archset import Arch, ArchError
 from rocm_bake.cli import arch_argument
@@ -19,18 +30,41 @@ from rocm_bake.errors import RocmBakeError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("arches", help="run list/preview/up over every arch stack in turn")
+    parser = subparsers.add_parser(
+        "arches", help="run list/preview/up over every arch stack: different builders at once, a shared one in turn")
     parser.add_argument("action", choices=["list", "preview", "up"])
-    parser.add_argument("--arches", default=None, type=arch_argument(parse_arches),
-                        help="space-separated arch list (default: $ARCHES or the manifest)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--arches", default=None, type=arch_argument(parse_arches),
+                       help="space-separated arch list (default: $ARCHES or the manifest)")
+    which.add_argument("--stacks", default=None, type=parse_stacks,
+                       help="comma-separated stack names instead, e.g. demo-gfx950,demo-gfx1201")
     parser.add_argument("--target", action="append", default=[], help="narrow to these build targets")
-    parser.add_argument("--keep-going", action="store_true", help="go on to the next arch after a failure")
+    parser.add_argument("--jobs", type=positive, default=None,
+                        help="at most N stacks at once (default: one per distinct builder)")
+    parser.add_argument("--keep-going", action="store_true", help="go on to the next stacks after a failure")
     parser.set_defaults(func=run)
 
 
 def parse_arches(value: str) -> list[Arch]:
     """An ARCHES value (``--arches`` or ``$ARCHES``): space-separated arch names, each parsed here, once."""
     return [Arch(arch) for arch in value.split()]
+
+
+def parse_stacks(value: str) -> list[str]:
+    """``--stacks``: comma-separated Pulumi stack names (each a name ``pulumi stack init`` accepts)."""
+    from rocm_bake.config import STACK_NAME
+
+    names = [name for name in value.replace(",", " ").split() if name]
+    bad = [name for name in names if not STACK_NAME.match(name)]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"not a stack name: {bad[0]!r}" if bad else "no stack named")
+    return list(dict.fromkeys(names))
+
+
+def positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value!r}")
+    return int(value)
 
 
 def resolve_arches(arches: list[Arch] | None) -> list[Arch]:
@@ -59,9 +93,44 @@ POLICY_PACK = Path(__file__).resolve().parents[2] / "policy"
 IMAGE_TYPES = ("rocm-bake:images:TargetImage", "rocm-bake:images:TargetImage$docker-build:index:Image")
 
 
-def target_urns(stack: str, arch: Arch, targets: list[str]) -> list[str]:
+@dataclass(frozen=True)
+class Pass:
+    """One stack's pass: the stack, the arch part of its images' names, and the builder it builds on."""
+
+    stack: str
+    label: str
+    builder: str
+
+
+def stack_passes(stacks: list[str]) -> list[Pass]:
+    """Each stack's arch label and builder, read from its stack file as the program reads them."""
+    from rocm_bake.archset import ArchSet
+    from rocm_bake.checkout import stack_builder
+    from rocm_bake.config import STACKS_DIR, read_stack_file
+
+    passes = []
+    for stack in stacks:
+        config = read_stack_file(stack)
+        arch = config.get("rocm-bake:pytorchRocmArch") or stack
+        try:
+            label = ArchSet(str(arch)).tag_suffix
+        except ArchError as exc:
+            raise RocmBakeError(f"stack {stack}: rocm-bake:pytorchRocmArch: {exc}") from None
+        passes.append(Pass(stack, label, stack_builder(stack, config, STACKS_DIR.parent)))
+    return passes
+
+
+def by_builder(passes: list[Pass]) -> list[list[Pass]]:
+    """Passes grouped by builder, each group in the given order, groups in order of first appearance."""
+    groups: dict[str, list[Pass]] = {}
+    for one in passes:
+        groups.setdefault(one.builder, []).append(one)
+    return list(groups.values())
+
+
+def target_urns(stack: str, label: str, targets: list[str]) -> list[str]:
     """The URNs of ``targets``' images in ``stack``, for the engine's own ``--target``."""
-    return [f"urn:pulumi:{stack}::{PROJECT}::{kind}::{target}-{arch}" for target in targets for kind in IMAGE_TYPES]
+    return [f"urn:pulumi:{stack}::{PROJECT}::{kind}::{target}-{label}" for target in targets for kind in IMAGE_TYPES]
 
 
 def pulumi_cli() -> str:
@@ -78,41 +147,190 @@ def pulumi_cli() -> str:
     return found
 
 
-def pulumi_command(action: str, arch: Arch, targets: list[str] | None = None, cli: str = "pulumi") -> list[str]:
+def pulumi_command(action: str, one: Pass, targets: list[str] | None = None, cli: str = "pulumi") -> list[str]:
     """One pass. Narrowing uses the engine's ``--target URN --target-dependents``, never undeclaring
     resources: an undeclared resource is one the engine deletes (and the index would shrink)."""
-    cmd = [cli, action, "--stack", arch, "--non-interactive", "--policy-pack", str(POLICY_PACK)]
+    cmd = [cli, action, "--stack", one.stack, "--non-interactive", "--policy-pack", str(POLICY_PACK)]
     if action == "up":
         cmd.append("--yes")
-    for urn in target_urns(arch, arch, targets or []):
+    for urn in target_urns(one.stack, one.label, targets or []):
         cmd += ["--target", urn]
     if targets:
         cmd.append("--target-dependents")
     return cmd
 
 
+#: A line of the engine's ``Resources:`` summary: ``+ 2 created``, ``~ 1 to update``, ``5 unchanged``.
+SUMMARY_LINE = re.compile(r"^\s*[-+~<>]*\s*(?P<count>\d+) (?P<what>[a-z -]+?)\s*$")
+#: The summary words that are changes (``unchanged`` and ``errored`` are not).
+CHANGE_WORDS = re.compile(r"create|update|replace|delete|import")
+
+
+def resources_changed(output: str) -> int | None:
+    """How many resources the engine's last ``Resources:`` summary created, updated, replaced or deleted
+    (or would, in a preview); None when it printed no summary."""
+    lines = output.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == "Resources:"]
+    if not starts:
+        return None
+    changed = 0
+    for line in lines[starts[-1] + 1:]:
+        match = SUMMARY_LINE.match(line)
+        if match is None:
+            break
+        if CHANGE_WORDS.search(match["what"]):
+            changed += int(match["count"])
+    return changed
+
+
+@dataclass
+class Outcome:
+    """What became of one pass."""
+
+    one: Pass
+    result: str = "not run"
+    seconds: float | None = None
+    changed: int | None = None
+    error: str = ""
+
+
+@dataclass
+class Fanout:
+    """The passes running now, and whether to start more: shared by the group threads and the main thread."""
+
+    action: str
+    targets: list[str]
+    cli: str
+    keep_going: bool
+    width: int
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    running: dict[str, subprocess.Popen] = field(default_factory=dict)
+    stopped: bool = False
+    interrupted: bool = False
+
+    def say(self, stack: str, line: str) -> None:
+        with self.lock:
+            self.out.write(f"{stack:<{self.width}} | {line.rstrip(chr(10))}\n")
+            self.out.flush()
+
+    def start(self, one: Pass) -> subprocess.Popen | None:
+        """Start ``one``'s engine in a process group of its own (so a terminal's Ctrl-C reaches us alone and we
+        hand each engine one SIGINT); None once nothing more may start."""
+        with self.lock:
+            if self.stopped:
+                return None
+            proc = subprocess.Popen(pulumi_command(self.action, one, self.targets, self.cli), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                                    bufsize=1, start_new_session=True)
+            self.running[one.stack] = proc
+            return proc
+
+    def run_group(self, group: list[Pass]) -> list[Outcome]:
+        """A builder's passes, one after another."""
+        from rocm_bake.engine_run import failure_cause
+
+        outcomes = [Outcome(one) for one in group]
+        for outcome in outcomes:
+            one = outcome.one
+            began = time.monotonic()
+            proc = self.start(one)
+            if proc is None:
+                continue
+            self.say(one.stack, f"pulumi {self.action} --stack {one.stack} on builder {one.builder}")
+            assert proc.stdout is not None
+            chunks = []
+            for line in proc.stdout:
+                chunks.append(line)
+                self.say(one.stack, line)
+            rc = proc.wait()
+            output = "".join(chunks)
+            with self.lock:
+                del self.running[one.stack]
+                if rc != 0 and not self.keep_going:
+                    self.stopped = True
+            outcome.seconds = time.monotonic() - began
+            outcome.changed = resources_changed(output)
+            if rc == 0:
+                outcome.result = "ok"
+            else:
+                outcome.result = "interrupted" if self.interrupted else f"failed (exit {rc})"
+                outcome.error = failure_cause(rc, output, one.builder)
+                self.say(one.stack, f"pulumi {self.action} exited {rc}: {outcome.error}")
+        return outcomes
+
+    def interrupt(self) -> list[str]:
+        """Ctrl-C: start nothing more, and give every running engine's process group one SIGINT (as a terminal
+        would), so each cancels its update and releases its stack's lock."""
+        with self.lock:
+            self.stopped = self.interrupted = True
+            for proc in self.running.values():
+                try:
+                    os.killpg(proc.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+            return sorted(self.running)
+
+
+def fan_out(fanout: Fanout, groups: list[list[Pass]], jobs: int) -> list[Outcome]:
+    """Run each group in a thread of its own, at most ``jobs`` at once; the main thread waits, taking Ctrl-C."""
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="arches")
+    futures: list[Future[list[Outcome]]] = [pool.submit(fanout.run_group, group) for group in groups]
+    pending = set(futures)
+    while pending:
+        try:
+            _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+        except KeyboardInterrupt:
+            signalled = fanout.interrupt()
+            print(f"rocm-bake: interrupted: SIGINT sent to {', '.join(signalled) or 'no running stack'}; "
+                  f"waiting for them to stop", file=sys.stderr, flush=True)
+    pool.shutdown()
+    return [outcome for future in futures for outcome in future.result()]
+
+
+def table(outcomes: list[Outcome]) -> str:
+    """One row per stack: stack, builder, result, duration, resources changed, first error line."""
+    rows = [("STACK", "BUILDER", "RESULT", "DURATION", "CHANGED", "FIRST ERROR")]
+    for o in outcomes:
+        rows.append((o.one.stack, o.one.builder, o.result, "-" if o.seconds is None else f"{o.seconds:.1f} s",
+                     "-" if o.changed is None else str(o.changed), o.error or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[5] for row in rows)
+
+
 def run(args: argparse.Namespace) -> int:
     from rocm_bake.manifests import load_targets
 
-    arches = resolve_arches(args.arches)
+    if args.stacks is not None:
+        from rocm_bake.config import stack_file
+
+        for stack in args.stacks:
+            if not stack_file(stack).exists():
+                raise RocmBakeError(f"stack {stack}: no stack file {stack_file(stack)}")
+        stacks = args.stacks
+    else:
+        stacks = [str(arch) for arch in resolve_arches(args.arches)]
     for name in args.target:
         load_targets().target(name)
     if args.action == "list":
-        for arch in arches:
-            print(arch)
+        for stack in stacks:
+            print(stack)
         return 0
     cli = pulumi_cli()
-    failed: list[Arch] = []
-    for index, arch in enumerate(arches, 1):
-        print(f"== [{index}/{len(arches)}] pulumi {args.action} -s {arch}", flush=True)
-        status = subprocess.run(pulumi_command(args.action, arch, args.target, cli)).returncode
-        if status != 0:
-            failed.append(arch)
-            print(f"== {arch}: pulumi {args.action} exited {status}", flush=True)
-            if not args.keep_going:
-                break
+    passes = stack_passes(stacks)
+    groups = by_builder(passes)
+    jobs = min(args.jobs or len(groups), len(groups))
+    fanout = Fanout(args.action, args.target, cli, args.keep_going, max(len(s) for s in stacks))
+    outcomes = fan_out(fanout, groups, jobs)
+    order = {one.stack: i for i, one in enumerate(passes)}
+    outcomes.sort(key=lambda o: order[o.one.stack])
+    print(table(outcomes), flush=True)
+    if fanout.interrupted:
+        print(f"rocm-bake: arches {args.action} interrupted", file=sys.stderr)
+        return 130
+    failed = [o.one.stack for o in outcomes if o.result.startswith("failed")]
     if failed:
-        skipped = arches[arches.index(failed[-1]) + 1:] if not args.keep_going else []
+        skipped = [o.one.stack for o in outcomes if o.result == "not run"]
         note = f"; not run: {', '.join(skipped)}" if skipped else ""
         raise RocmBakeError(f"pulumi {args.action} failed for {', '.join(failed)}{note}")
     return 0

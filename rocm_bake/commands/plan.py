@@ -68,9 +68,9 @@ def plans(stacks: list[str], overrides: dict[str, str]) -> list[dict[str, Any]]:
     from rocm_bake.checkout import local_defaults
     from rocm_bake.config import STACKS_DIR, from_engine_values, load_stack_config
 
-    defaults = local_defaults(STACKS_DIR.parent)
     given = from_engine_values(overrides, "--set")  # a mapping given as text is JSON, as the engine passes it
-    configs = [load_stack_config(stack, given, defaults) for stack in dict.fromkeys(stacks)]
+    configs = [load_stack_config(stack, given, local_defaults(STACKS_DIR.parent, stack=stack))
+               for stack in dict.fromkeys(stacks)]
     for config in configs:
         if config.publish and not config.is_fat:
             config.publish_token()  # no token is a clear error here, before anything is declared

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.farm import fleet, hosts, net, slots
-from rocm_bake.farm.layout import BUILDERS, HOSTS, REGISTRY_USER, Layout, farm_dir
+from rocm_bake.farm.layout import BUILDERS, DEMO_STACKS, HOSTS, REGISTRY_USER, Layout, farm_dir
 from rocm_bake.registry.tls import RegistryTls, issue_leaf, make_ca, write_bundle, write_private
 
 Say = Callable[[str], None]
@@ -113,6 +113,9 @@ def exports(layout: Layout, ca: RegistryTls, access_key: str, secret_key: str) -
         "DOCKER_CONFIG": str(layout.docker_config),
         "SSL_CERT_FILE": str(ca.bundle),
         "ROCM_BAKE_REGISTRY": layout.endpoint("registry"),
+        # Each demo stack on a builder of its own: `rocm-bake arches up` runs them at the same time.
+        "ROCM_BAKE_STACK_BUILDERS": ",".join(f"{stack}={layout.buildx_name(host)}"
+                                             for stack, host in zip(DEMO_STACKS, BUILDERS)),
         "PULUMI_BACKEND_URL": layout.backend_url,
         "AWS_ACCESS_KEY_ID": access_key,
         "AWS_SECRET_ACCESS_KEY": secret_key,

@@ -12,6 +12,8 @@ from pathlib import Path
 #: The farm's hosts, in the order they are made.
 HOSTS = ("builder-1", "builder-2", "registry", "state", "gpu-node")
 BUILDERS = ("builder-1", "builder-2")
+#: The demo stacks, one per builder (in BUILDERS' order) in the exports' ROCM_BAKE_STACK_BUILDERS.
+DEMO_STACKS = ("demo-gfx950", "demo-gfx1201")
 #: Each host's last address octet and the short name its host-side veth carries.
 HOST_OCTET = {"builder-1": 11, "builder-2": 12, "registry": 20, "state": 30, "gpu-node": 40}
 VETH_SUFFIX = {"builder-1": "b1", "builder-2": "b2", "registry": "reg", "state": "st", "gpu-node": "gpu"}

@@ -7,7 +7,7 @@ it through the ``DIST/index/<dir>`` symlink (see ``rocm_bake.index.tree``)::
 
     index.html              PEP 503 root (normalized names)
     <project>/index.html    one page per project
-    files/<wheel>           hard-linked from --wheels (copied across devices)
+    files/<wheel>           copied from --wheels (a reflink where the filesystem can)
     files/<wheel>.metadata  PEP 658/714 core metadata
     files/rocm_torch-<v>-py3-none-any.whl
 
@@ -93,7 +93,7 @@ class IndexResult(BaseModel):
     extra: str = ""
     hashed_bytes: int = 0  # bytes read to hash (0 on a fully warm rebuild)
     unchanged: bool = False  # the tree on disk already matched, so nothing was written
-    files_written: int = 0  # files of the tree whose bytes were written (or newly linked from --wheels)
+    files_written: int = 0  # files of the tree whose bytes were written (input wheels copied from --wheels)
     files_kept: int = 0  # files hard-linked unchanged from the previous tree
 
 
@@ -284,7 +284,7 @@ def _inspect(path: Path, name: WheelName, target: ArchSet, key: FileKey,
     else:
         with progress.track(f"hash {path.name}", key.size) as advance:
             sha, hashed = sha256_file(path, advance), key.size
-    check_record(path, f"{path.name} (index {target})")  # B12g: once per file (the cache entry then vouches)
+    check_record(path, f"{path.name} (index {target})")  # once per file (the cache entry then vouches)
     report = offload.wheel_targets(path)
     if FileKey.of(path) != key:
         raise RocmBakeError(f"{path.name} (index {target}): rule stable-input: changed while being read")
@@ -482,9 +482,9 @@ def tree_matches(plan: IndexPlan) -> bool:
     """True when the index readers see is exactly what ``plan`` would write.
 
     Pages, ``.metadata`` files and the metapackage are compared byte for
-    byte; an input wheel must be the very same file (hard link: same inode)
-    or a copy this tool recorded with that sha256. Anything extra, missing
-    or different means a rewrite.
+    byte; an input wheel must be a copy (never a link to the input) whose
+    bytes have that sha256, as recorded when it was copied or read again.
+    Anything extra, missing or different means a rewrite.
     """
     recorded = stamp.recorded_files(stamp.load(Path(plan.dist), plan.arch.dir_name))
     try:

@@ -29,7 +29,7 @@ filesystem's rename ordering.
 has is hard-linked from it (same inode, nothing written). An input wheel is
 **copied** from ``--wheels`` (a reflink where the filesystem can, else a
 kernel copy), never linked: a symlink or hard link would let the served
-bytes change after their sha256 was written into the pages (B12c); a copy
+bytes change after their sha256 was written into the pages; a copy
 recorded by an earlier build is reused. Only files whose bytes change are written, so
 one changed wheel writes its own file, its ``.metadata`` and project page,
 the metapackage, its ``.metadata`` and page, and the root page if the
@@ -331,7 +331,7 @@ class TreeStore:
             return None
         if f.source is not None:
             if st.st_nlink > 1 and self._shares_input(old, f.source):
-                return None  # linked to the input (an older layout): its bytes are not ours; copy instead
+                return None  # linked to the input: its bytes can change after hashing; copy instead
             rec = recorded.get(f.rel)  # a copy an earlier run made and recorded
             if rec == (st.st_size, st.st_mtime_ns, st.st_ino, f.sha256):
                 return old

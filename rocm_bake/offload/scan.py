@@ -343,7 +343,7 @@ def _walk_sections(src: ForwardSource | StoredSource, sections: list[SectionHead
 
 def _rescan(reopen: Callable[[], ForwardSource], sections: list[SectionHeader], strtab: SectionHeader,
             names: dict[int, str] | None, size: int, where: Where) -> list[Source]:
-    """Walk only the ``.hip_fatbin`` sections, now that the section table is known (B10i).
+    """Walk only the ``.hip_fatbin`` sections, now that the section table is known.
 
     Bundle-like data elsewhere (a blob in ``.rodata`` whose header claims
     bytes past its end) hid a section's start or its name from the first

@@ -5,7 +5,7 @@ filename is the same for gfx950 and gfx1201, and the two files differ only
 in their device code. So the only trustworthy answer is inside the
 binaries. Each ELF member is read in place (never extracted to disk): a
 compressed one once, front to back (``ZipExtFile.seek`` backwards restarts
-inflation, which made the old scan quadratic); a stored one by seeking in the
+inflation, so seeking about would make the scan quadratic); a stored one by seeking in the
 wheel file. Targets are reported as bare processors (``gfx90a`` for
 ``gfx90a:xnack+``); the target-id features are kept in ``notes``.
 """
@@ -64,7 +64,7 @@ def _member_sources(
             return scan_stored(src, where)
     with contextlib.ExitStack() as again:
         def reopen() -> ForwardSource:
-            """A fresh forward pass over the member (bundle-like data hid a section from the first: B10i)."""
+            """A fresh forward pass over the member (bundle-like data can hide a section from the first)."""
             fresh = again.enter_context(_open_member(archive, info))
             return ForwardSource(fresh, info.file_size, b"", lambda _n: None)
 

@@ -1,10 +1,8 @@
 """A small GitHub REST client for publishing: releases, release assets, Git Data API.
 
-Plain httpx rather than githubkit: githubkit 0.16.1 as installed does not
-import (it needs a hishel older than the 2.0 that is installed), and
-publishing needs only a dozen endpoints, three configurable bases (API,
-uploads host, web/download host) and retry behaviour we control. Every
-endpoint follows GitHub's documented contract (REST API version 2022-11-28):
+Plain httpx rather than a GitHub SDK: publishing needs only a dozen
+endpoints, three configurable bases (API, uploads host, web/download host)
+and retry behaviour we control. Every endpoint follows GitHub's documented contract (REST API version 2022-11-28):
 
 * Uploads go to the uploads host, ``POST /repos/{o}/{r}/releases/{id}/assets?name=``
   with the raw bytes, ``Content-Type`` and ``Content-Length``; a duplicate

@@ -6,7 +6,11 @@ blobs with their sha256 verified as the bytes arrive. No Docker daemon.
 
 Auth: anonymous, HTTP basic, or the Docker token flow (a 401 with
 ``WWW-Authenticate: Bearer realm=…,service=…,scope=…`` → GET the realm, retry
-with the token), as GHCR and Docker Hub answer. 5xx and 429 are retried with
+with the token; an identity token is POSTed as an OAuth2 refresh token, as
+the Docker CLI does), as GHCR and Docker Hub answer. The login is looked up
+only when the registry asks for one, the Docker way
+(``rocm_bake.registry.credentials``: ``$DOCKER_CONFIG/config.json``, its
+credential helpers, or the ``ROCM_BAKE_REGISTRY_*`` override). 5xx and 429 are retried with
 ``Retry-After`` or exponential backoff; 401/403/404 are clear errors.
 """
 
@@ -15,7 +19,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
 import socket
 import ssl
@@ -29,6 +32,7 @@ from pydantic import BaseModel
 
 from rocm_bake import progress
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.registry.credentials import ENV_PASSWORD, ENV_USERNAME, Credential, looked_in, lookup
 from rocm_bake.http_waits import (
     DEFAULT_TIMEOUT_S,
     describe,
@@ -62,8 +66,8 @@ RESUME_FRESH_BYTES = 1 << 20
 #: Blobs smaller than this (configs, small layers) get no progress line.
 PROGRESS_MIN_BYTES = 1 << 20
 MAX_MANIFEST_BYTES = 4 << 20
-ENV_USERNAME = "ROCM_BAKE_REGISTRY_USERNAME"
-ENV_PASSWORD = "ROCM_BAKE_REGISTRY_PASSWORD"
+#: The OAuth2 client id sent with an identity token (the token server logs it).
+CLIENT_ID = "rocm-bake"
 
 
 class ImageRef(BaseModel):
@@ -307,8 +311,9 @@ class RegistryClient:
         self.registry = registry
         self.timeout_s = timeout_s
         self.base = f"{scheme_for(registry, timeout_s)}://{registry}"
-        self.username = username if username is not None else os.environ.get(ENV_USERNAME)
-        self.password = password if password is not None else os.environ.get(ENV_PASSWORD)
+        #: A login the caller gave (both empty: anonymous) is used as given; else it is looked up on demand.
+        self.given = username is not None or password is not None
+        self._credential = Credential(username, password, "the caller") if username and password else None
         self.retry = RetryPolicy(attempts=retries + 1, budget_s=budget_s, wait_initial_s=backoff_s)
         self.http = httpx.Client(timeout=http_timeout(timeout_s), follow_redirects=True)
         self.tokens: dict[str, str] = {}
@@ -317,6 +322,18 @@ class RegistryClient:
 
     def close(self) -> None:
         self.http.close()
+
+    @property
+    def credential(self) -> Credential | None:
+        """The login for this registry, looked up once, when the registry first asks for one."""
+        if not self.given:
+            self._credential = lookup(self.registry)
+            self.given = True
+        return self._credential
+
+    def no_login(self) -> str:
+        return f"no login for {self.registry} in {looked_in(self.registry)} (docker login {self.registry}, or set " \
+               f"{ENV_USERNAME}/{ENV_PASSWORD})"
 
     def __enter__(self) -> "RegistryClient":
         return self
@@ -354,18 +371,24 @@ class RegistryClient:
             raise RocmBakeError(f"{what}: Bearer challenge from {self.registry} has no realm")
         shown = redact_url(realm)
         query = {k: params[k] for k in ("service", "scope") if k in params}
-        auth = (self.username, self.password) if self.username and self.password else None
+        login = self.credential
         parts = urlsplit(realm)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise RocmBakeError(f"{what}: token realm {shown!r} from {self.registry} is not an http(s) URL")
-        if auth and parts.scheme == "http" and not is_loopback(parts.hostname):
+        if login and parts.scheme == "http" and not is_loopback(parts.hostname):
             raise RocmBakeError(f"{what}: token realm {shown} is plain http off loopback: refusing to send "
-                                f"{ENV_USERNAME}/{ENV_PASSWORD} in clear")
+                                f"the login from {login.source} in clear")
 
         def once() -> httpx.Response:
+            timeout = http_timeout(self.timeout_s, metadata=True)
             try:
-                resp = self.http.get(realm, params=query, auth=auth,
-                                     timeout=http_timeout(self.timeout_s, metadata=True))
+                if login is not None and login.is_token:  # OAuth2: the identity token is a refresh token
+                    form = {**query, "grant_type": "refresh_token", "refresh_token": login.secret,
+                            "client_id": CLIENT_ID}
+                    resp = self.http.post(realm, data=form, timeout=timeout)
+                else:
+                    auth = (login.username or "", login.secret) if login is not None else None
+                    resp = self.http.get(realm, params=query, auth=auth, timeout=timeout)
             except httpx.TransportError as exc:
                 raise self._transport_failure(exc) from exc
             if resp.status_code >= 500 or resp.status_code == 429:
@@ -374,7 +397,8 @@ class RegistryClient:
 
         resp = self.retry.call(f"{what}: token realm {shown}", once)
         if resp.status_code in (401, 403):
-            who = f"as {self.username!r}" if auth else f"anonymously (set {ENV_USERNAME}/{ENV_PASSWORD})"
+            who = (f"{'with an identity token' if login.is_token else f'as {login.username!r}'} from {login.source}"
+                   if login else f"anonymously: {self.no_login()}")
             raise RocmBakeError(f"{what}: token realm {shown} refused a token {who}: HTTP {resp.status_code}")
         if resp.status_code != 200:
             raise RocmBakeError(f"{what}: token realm {shown} answered HTTP {resp.status_code}")
@@ -397,8 +421,14 @@ class RegistryClient:
             self.tokens[key] = self._token(params, what)
             self.auth_header = {"Authorization": f"Bearer {self.tokens[key]}"}
             return True
-        if scheme == "basic" and self.username and self.password and not self.auth_header:
-            pair = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+        if scheme == "basic" and not self.auth_header:
+            login = self.credential
+            if login is None:
+                return False
+            if login.is_token:
+                raise RocmBakeError(f"{what}: {self.registry} asks for a username and password, and the login "
+                                    f"from {login.source} is an identity token")
+            pair = base64.b64encode(f"{login.username}:{login.secret}".encode()).decode()
             self.auth_header = {"Authorization": f"Basic {pair}"}
             return True
         return False
@@ -446,9 +476,12 @@ class RegistryClient:
 
     def _raise(self, response: httpx.Response, what: str) -> None:
         status = response.status_code
+        login = self._credential if self.given else None
+        sent = f"the login from {login.source}" if login is not None else None
         hint = {
-            401: f"authentication required (set {ENV_USERNAME}/{ENV_PASSWORD} for a private registry)",
-            403: "access denied for these credentials",
+            401: f"authentication required: it refused {sent}" if sent else
+                 f"authentication required: {self.no_login()}",
+            403: f"access denied for {sent}" if sent else "access denied anonymously",
             404: "not found (wrong repository, tag or digest?)",
         }.get(status, "unexpected status")
         raise RocmBakeError(f"{what}: {self.registry} answered HTTP {status}: {hint}")

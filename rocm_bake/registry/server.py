@@ -1,7 +1,8 @@
 """Run Debian's ``docker-registry`` on 127.0.0.1 with a generated config.
 
-``make registry`` starts one with ``python -m rocm_bake.registry.server --port
-PORT --root DIR --tls-dir .rocm-bake/tls --daemon``: it serves TLS with a
+``make registry`` runs ``python -m rocm_bake.registry.local start``, which
+refuses a port another process holds and then starts one through this
+module's ``main`` (``--port PORT --root DIR --tls-dir DIR --daemon``): it serves TLS with a
 certificate from the checkout's own CA (``rocm_bake.registry.tls``), because
 the docker-build provider reads registries over https only and its
 ``refresh`` cannot see a plain-http one. Without ``--tls-dir`` it serves plain
@@ -63,8 +64,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def write_config(root: Path, port: int, tls: RegistryTls | None = None) -> Path:
-    """Write a loopback-only, auth-free registry config under ``root`` (TLS when ``tls`` is given)."""
+def write_config(root: Path, port: int, tls: RegistryTls | None = None, htpasswd: Path | None = None) -> Path:
+    """Write a loopback-only registry config under ``root``: TLS when ``tls`` is given, and basic auth against
+    an ``htpasswd`` file (bcrypt entries) when one is (the registry takes basic auth over TLS only)."""
+    if htpasswd is not None and tls is None:
+        raise RocmBakeError(f"htpasswd {htpasswd}: basic auth needs TLS (the password would cross in clear)")
     root.mkdir(parents=True, exist_ok=True)
     http: dict[str, object] = {"addr": f"127.0.0.1:{port}", "headers": {"X-Content-Type-Options": ["nosniff"]}}
     if tls is not None:
@@ -78,6 +82,8 @@ def write_config(root: Path, port: int, tls: RegistryTls | None = None) -> Path:
         },
         "http": http,
     }
+    if htpasswd is not None:
+        config["auth"] = {"htpasswd": {"realm": "rocm-bake", "path": str(htpasswd)}}
     path = root / "config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
@@ -89,7 +95,8 @@ def v2_url(address: str, tls: RegistryTls | None) -> str:
 
 def wait_for_v2(address: str, proc: subprocess.Popen[bytes] | None, log: Path | None,
                 tls: RegistryTls | None = None) -> None:
-    """Poll ``/v2/`` until the registry answers 200 (over TLS, trusting only our CA, when ``tls``), or fail with its log."""
+    """Poll ``/v2/`` until the registry answers (200, or 401 when it asks for a login; over TLS, trusting only
+    our CA, when ``tls``), or fail with its log."""
     verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(tls.ca_cert)) if tls else True
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -97,7 +104,7 @@ def wait_for_v2(address: str, proc: subprocess.Popen[bytes] | None, log: Path | 
             tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
             raise RocmBakeError(f"docker-registry on {address} exited with {proc.returncode}: {tail}")
         try:
-            if httpx.get(v2_url(address, tls), timeout=1.0, verify=verify).status_code == 200:
+            if httpx.get(v2_url(address, tls), timeout=1.0, verify=verify).status_code in (200, 401):
                 return
         except httpx.HTTPError:
             pass
@@ -105,9 +112,10 @@ def wait_for_v2(address: str, proc: subprocess.Popen[bytes] | None, log: Path | 
     raise RocmBakeError(f"docker-registry on {address} did not answer /v2/ within {START_TIMEOUT_S:.0f}s")
 
 
-def spawn(root: Path, port: int, *, detach: bool, tls: RegistryTls | None = None) -> subprocess.Popen[bytes]:
+def spawn(root: Path, port: int, *, detach: bool, tls: RegistryTls | None = None,
+          htpasswd: Path | None = None) -> subprocess.Popen[bytes]:
     binary = registry_binary()
-    config = write_config(root, port, tls)
+    config = write_config(root, port, tls, htpasswd)
     log = open(root / "registry.log", "ab")  # noqa: SIM115 - handed to the child
     try:
         return subprocess.Popen(
@@ -122,18 +130,19 @@ def spawn(root: Path, port: int, *, detach: bool, tls: RegistryTls | None = None
 
 
 def start_registry(root: Path, port: int | None = None, tls: RegistryTls | None = None, *,
-                   detach: bool = False) -> RunningRegistry:
+                   detach: bool = False, htpasswd: Path | None = None) -> RunningRegistry:
     """Start a registry storing under ``root`` and return once ``/v2/`` answers.
 
     With no ``port`` a free one is picked; a lost race for it is retried.
-    With ``tls`` it serves https with that server certificate. ``detach``
-    puts it in its own session, so it outlives the caller (``make registry``).
+    With ``tls`` it serves https with that server certificate; with ``htpasswd`` too, it asks for a login
+    from that file. ``detach`` puts it in its own session, so it outlives the caller
+    (``rocm_bake.registry.local``).
     """
     attempts = 1 if port is not None else 3
     last: RocmBakeError | None = None
     for _ in range(attempts):
         chosen = port if port is not None else free_port()
-        proc = spawn(root, chosen, detach=detach, tls=tls)
+        proc = spawn(root, chosen, detach=detach, tls=tls, htpasswd=htpasswd)
         address = f"127.0.0.1:{chosen}"
         try:
             wait_for_v2(address, proc, root / "registry.log", tls)

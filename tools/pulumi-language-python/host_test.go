@@ -687,3 +687,90 @@ func TestLinkAddsAGeneratedSDKToRequirements(t *testing.T) {
 		t.Errorf("an empty Link changed requirements.txt: %q", again)
 	}
 }
+
+// -- InstallDependencies -------------------------------------------------------------------------
+
+type installStream struct {
+	grpc.ServerStream
+	out strings.Builder
+}
+
+func (s *installStream) Context() context.Context { return context.Background() }
+func (s *installStream) Send(r *pulumirpc.InstallDependenciesResponse) error {
+	s.out.Write(r.GetStdout())
+	return nil
+}
+
+// installProject lays out a project whose venv python is a stand-in that logs its arguments and
+// fails when they name failOn; it returns the project root and the log.
+func installProject(t *testing.T, withLock bool, failOn string) (root, log string) {
+	t.Helper()
+	root = t.TempDir()
+	log = filepath.Join(root, "argv.log")
+	bin := filepath.Join(root, ".venv", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %s\ncase \"$*\" in *%s*) echo 'hash mismatch' >&2; exit 1;; esac\n", log, failOn)
+	if err := os.WriteFile(filepath.Join(bin, "python"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"requirements.txt"}
+	if withLock {
+		files = append(files, lockFile)
+	}
+	for _, name := range files {
+		if err := os.WriteFile(filepath.Join(root, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, log
+}
+
+func runInstall(t *testing.T, root string) (string, error) {
+	t.Helper()
+	options, _ := structpb.NewStruct(map[string]any{"virtualenv": ".venv"})
+	stream := &installStream{}
+	err := newHost("", "").InstallDependencies(&pulumirpc.InstallDependenciesRequest{
+		Info: &pulumirpc.ProgramInfo{RootDirectory: root, ProgramDirectory: root, Options: options},
+	}, stream)
+	return stream.out.String(), err
+}
+
+func TestInstallWithALockRequiresHashesThenInstallsTheProjectLikeMakeSetup(t *testing.T) {
+	root, log := installProject(t, true, "never-matches")
+	if out, err := runInstall(t, root); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	got, _ := os.ReadFile(log)
+	want := "-m pip install --quiet --require-hashes -r requirements.lock\n" +
+		"-m pip install --quiet --no-deps --no-build-isolation -e .\n"
+	if string(got) != want {
+		t.Errorf("pip ran:\n%s\nwant (the Makefile's venv recipe):\n%s", got, want)
+	}
+}
+
+func TestInstallWithoutALockInstallsRequirementsTxt(t *testing.T) {
+	root, log := installProject(t, false, "never-matches")
+	if out, err := runInstall(t, root); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	got, _ := os.ReadFile(log)
+	if want := "-m pip install --quiet -r requirements.txt\n"; string(got) != want {
+		t.Errorf("pip ran:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestInstallStopsAtARefusedLockAndNamesIt(t *testing.T) {
+	root, log := installProject(t, true, "requirements.lock")
+	out, err := runInstall(t, root)
+	if err == nil || !strings.Contains(err.Error(), "--require-hashes -r requirements.lock") {
+		t.Errorf("err = %v, want the refused lock step named", err)
+	}
+	if !strings.Contains(out, "hash mismatch") {
+		t.Errorf("pip's own message was not streamed to the engine: %q", out)
+	}
+	if got, _ := os.ReadFile(log); strings.Contains(string(got), "-e .") {
+		t.Errorf("the project was installed after its lock was refused:\n%s", got)
+	}
+}

@@ -12,9 +12,34 @@ import (
 	"google.golang.org/grpc"
 )
 
-// InstallDependencies makes the virtualenv if it is missing and installs requirements.txt into it,
-// which is what `pulumi install` (or `pulumi up` on a fresh clone) asks of a pip project. The
-// plugins the installed SDKs name are then installed by the engine (GetRequiredPackages).
+// lockFile is a project's hashed lock (`make lock`). When it is there, `pulumi install` installs
+// what `make setup` does: every pin with --require-hashes, then the project itself, editable and
+// without its dependencies (pip's hash-checking mode refuses an unhashed `-e .`, and the policy
+// pack and the registry's TLS step import the project from the venv).
+const lockFile = "requirements.lock"
+
+// installSteps is the commands InstallDependencies runs in root: the virtualenv when its python is
+// missing, then the lock (hashes required) and the project, or requirements.txt for a project
+// without a lock.
+func installSteps(root, venv string) [][]string {
+	python := filepath.Join(venv, "bin", "python")
+	steps := [][]string{}
+	if _, err := os.Stat(python); err != nil {
+		steps = append(steps, []string{"python3", "-m", "venv", venv})
+	}
+	pip := func(args ...string) []string {
+		return append([]string{python, "-m", "pip", "install", "--quiet"}, args...)
+	}
+	if _, err := os.Stat(filepath.Join(root, lockFile)); err == nil {
+		return append(steps, pip("--require-hashes", "-r", lockFile), pip("--no-deps", "--no-build-isolation", "-e", "."))
+	}
+	return append(steps, pip("-r", "requirements.txt"))
+}
+
+// InstallDependencies makes the virtualenv if it is missing and installs the project into it
+// (installSteps), which is what `pulumi install` (or `pulumi up` on a fresh clone) asks of a pip
+// project. The plugins the installed SDKs name are then installed by the engine
+// (GetRequiredPackages).
 func (h *host) InstallDependencies(req *pulumirpc.InstallDependenciesRequest,
 	stream grpc.ServerStreamingServer[pulumirpc.InstallDependenciesResponse],
 ) error {
@@ -27,12 +52,7 @@ func (h *host) InstallDependencies(req *pulumirpc.InstallDependenciesRequest,
 	ctx, stop := h.boundTo(stream.Context())
 	defer stop()
 	out := &installWriter{stream: stream}
-	steps := [][]string{}
-	if _, err := os.Stat(filepath.Join(venv, "bin", "python")); err != nil {
-		steps = append(steps, []string{"python3", "-m", "venv", venv})
-	}
-	steps = append(steps, []string{filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "-r", "requirements.txt"})
-	for _, step := range steps {
+	for _, step := range installSteps(root, venv) {
 		fmt.Fprintf(out, "$ %s\n", strings.Join(step, " "))
 		cmd := exec.CommandContext(ctx, step[0], step[1:]...)
 		cmd.Dir = root

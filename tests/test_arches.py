@@ -1,0 +1,193 @@
+"""``rocm-bake arches preview|up``: stacks on different builders at once, a shared builder's in turn.
+
+A stand-in ``pulumi`` (a script, through $ROCM_BAKE_PULUMI) records when each
+stack's pass starts and ends, prints what the engine prints (lines, a
+``Resources:`` summary, an ``error:`` line), and on SIGINT removes the lock
+file it took, as the engine cancels an update and releases the stack's lock.
+Builders come from $ROCM_BAKE_STACK_BUILDERS, so no stack file is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rocm_bake.checkout import local_defaults, stack_builders
+from rocm_bake.commands.arches import Outcome, Pass, by_builder, resources_changed, table
+from rocm_bake.errors import RocmBakeError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+STAND_IN = '''#!{python}
+import os, signal, sys, time
+from pathlib import Path
+stack = sys.argv[sys.argv.index("--stack") + 1]
+work = Path(os.environ["WORK"])
+def record(what):
+    with open(work / "events.log", "a") as log:
+        log.write(f"{{what}} {{stack}} {{time.monotonic():.3f}}\\n")
+lock = work / f"{{stack}}.lock"
+def cancel(signum, frame):
+    record("sigint")
+    lock.unlink()
+    print("error: update canceled", flush=True)
+    sys.exit(255)
+signal.signal(signal.SIGINT, cancel)
+lock.write_text(str(os.getpid()))
+record("start")
+print(f"Updating ({{stack}})", flush=True)
+time.sleep(float(os.environ.get("SLEEP", "0.6")))
+lock.unlink()
+record("end")
+if stack == os.environ.get("FAIL_STACK"):
+    print(f"  rocm-bake:images:TargetImage torch-x **failed** error: boom on {{stack}}")
+    sys.exit(7)
+print("Resources:\\n    + 2 created\\n    ~ 1 updated\\n    3 unchanged\\n\\nDuration: 1s")
+'''
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    script = tmp_path / "pulumi"
+    script.write_text(STAND_IN.format(python=sys.executable))
+    script.chmod(0o755)
+    env = dict(os.environ, ROCM_BAKE_PULUMI=str(script), WORK=str(tmp_path), ROCM_BAKE_BUILDER="shared",
+               ROCM_BAKE_STACK_BUILDERS="gfx950=builder-1,gfx1151=builder-1 gfx1201=builder-2")
+    env.pop("ARCHES", None)
+    return env, tmp_path
+
+
+def arches(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rocm_bake", "arches", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+
+
+def intervals(work: Path) -> dict[str, tuple[float, float]]:
+    events: dict[str, dict[str, float]] = {}
+    for line in (work / "events.log").read_text().splitlines():
+        what, stack, at = line.split()
+        events.setdefault(stack, {})[what] = float(at)
+    return {stack: (e["start"], e.get("end", e.get("sigint", 0.0))) for stack, e in events.items()}
+
+
+def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_stacks_on_different_builders_run_at_once_and_a_shared_builder_in_turn(stand_in):
+    env, work = stand_in
+    result = arches("up", "--arches", "gfx950 gfx1201 gfx1151 gfx1250", env=env)
+    assert result.returncode == 0, result.stderr
+    spans = intervals(work)
+    assert set(spans) == {"gfx950", "gfx1201", "gfx1151", "gfx1250"}
+    # builder-1 holds gfx950 then gfx1151, in that order, never both at once
+    assert spans["gfx950"][1] <= spans["gfx1151"][0]
+    # the three builders' first passes overlap: one job per distinct builder by default
+    assert overlap(spans["gfx950"], spans["gfx1201"]) and overlap(spans["gfx950"], spans["gfx1250"])
+    assert overlap(spans["gfx1201"], spans["gfx1250"])
+
+
+def test_jobs_caps_how_many_run_at_once(stand_in):
+    env, work = stand_in
+    result = arches("up", "--arches", "gfx950 gfx1201 gfx1250", "--jobs", "1", env=env)
+    assert result.returncode == 0, result.stderr
+    spans = sorted(intervals(work).items(), key=lambda item: item[1][0])
+    assert [stack for stack, _ in spans] == ["gfx950", "gfx1201", "gfx1250"]
+    assert all(a[1] <= b[0] for (_, a), (_, b) in zip(spans, spans[1:]))
+
+
+def test_every_line_is_prefixed_by_its_stack_and_the_run_ends_with_one_table(stand_in):
+    env, _ = stand_in
+    env["FAIL_STACK"] = "gfx1201"
+    result = arches("preview", "--stacks", "demo-gfx950,gfx1201", "--keep-going", env=env)
+    assert result.returncode == 2
+    assert result.stderr == "rocm-bake: error: pulumi preview failed for gfx1201\n"
+    lines = result.stdout.splitlines()
+    head = lines.index(next(line for line in lines if line.startswith("STACK ")))
+    streamed, rows = lines[:head], lines[head:]
+    assert streamed and all(line.startswith(("demo-gfx950 | ", "gfx1201     | ")) for line in streamed), streamed
+    assert "demo-gfx950 | Updating (demo-gfx950)" in streamed and "gfx1201     | Updating (gfx1201)" in streamed
+    assert "demo-gfx950 | pulumi preview --stack demo-gfx950 on builder shared" in streamed
+    # the table: one header and one row per stack, nothing after it
+    assert len(rows) == 3
+    cells = [row.split() for row in rows]
+    assert cells[0] == ["STACK", "BUILDER", "RESULT", "DURATION", "CHANGED", "FIRST", "ERROR"]
+    assert cells[1][:3] == ["demo-gfx950", "shared", "ok"] and cells[1][4:] == ["s", "3", "-"]
+    assert cells[2][:4] == ["gfx1201", "builder-2", "failed", "(exit"]
+    assert rows[2].endswith("  torch-x: boom on gfx1201"), rows[2]
+
+
+def test_without_keep_going_a_failure_starts_nothing_more(stand_in):
+    env, work = stand_in
+    env["FAIL_STACK"] = "gfx950"
+    result = arches("up", "--arches", "gfx950 gfx1151 gfx1201", env=env)
+    assert result.returncode == 2
+    assert result.stderr == "rocm-bake: error: pulumi up failed for gfx950; not run: gfx1151\n"
+    # gfx1201 (builder-2) was already running beside gfx950 and finished; gfx1151 (builder-1, next) never began
+    assert set(intervals(work)) == {"gfx950", "gfx1201"}
+    assert [row.split()[2] for row in result.stdout.splitlines()[-3:]] == ["failed", "not", "ok"]
+    kept = arches("up", "--arches", "gfx950 gfx1151 gfx1201", "--keep-going", env=dict(env, WORK=str(work)))
+    assert "failed for gfx950\n" in kept.stderr and set(intervals(work)) == {"gfx950", "gfx1151", "gfx1201"}
+
+
+def test_ctrl_c_gives_each_running_up_one_sigint_and_leaves_no_lock(stand_in):
+    env, work = stand_in
+    env["SLEEP"] = "30"
+    proc = subprocess.Popen([sys.executable, "-m", "rocm_bake", "arches", "up", "--arches",
+                             "gfx950 gfx1201 gfx1151"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not ((work / "gfx950.lock").exists() and (work / "gfx1201.lock").exists()):
+        assert time.monotonic() < deadline and proc.poll() is None, "both passes should have started"
+        time.sleep(0.05)
+    time.sleep(0.3)  # the stand-ins have their handlers in place
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    events = [line.split()[:2] for line in (work / "events.log").read_text().splitlines()]
+    assert sorted(stack for what, stack in events if what == "sigint") == ["gfx1201", "gfx950"]  # one each
+    assert not any(what == "end" for what, _ in events)
+    assert list(work.glob("*.lock")) == []
+    assert "rocm-bake: interrupted: SIGINT sent to gfx1201, gfx950; waiting for them to stop" in err
+    rows = {row.split()[0]: row.split()[2] for row in out.splitlines()[-3:]}
+    assert rows == {"gfx950": "interrupted", "gfx1201": "interrupted", "gfx1151": "not"}
+    assert "not run" in out.splitlines()[-1]
+
+
+def test_grouping_keeps_order_within_and_across_builders():
+    passes = [Pass("a", "a", "x"), Pass("b", "b", "y"), Pass("c", "c", "x"), Pass("d", "d", "z")]
+    assert by_builder(passes) == [[passes[0], passes[2]], [passes[1]], [passes[3]]]
+
+
+def test_resources_changed_reads_the_last_summary():
+    up = "Resources:\n    + 1 created\n    +-2 replaced\n    - 1 deleted\n    7 unchanged\n\nDuration: 3s\n"
+    preview = "Resources:\n    ~ 4 to update\n    2 unchanged\n"
+    assert resources_changed(up) == 4 and resources_changed(preview) == 4
+    assert resources_changed("Resources:\n    + 4 to create\n    8 unchanged\n    2 errored\n") == 4
+    assert resources_changed("Resources:\n    9 unchanged\n") == 0 and resources_changed("error: x\n") is None
+
+
+def test_table_columns():
+    rows = table([Outcome(Pass("demo-gfx950", "gfx950", "b1"), "ok", 12.34, 5),
+                  Outcome(Pass("gfx1201", "gfx1201", "b2"))]).splitlines()
+    assert rows == ["STACK        BUILDER  RESULT   DURATION  CHANGED  FIRST ERROR",
+                    "demo-gfx950  b1       ok       12.3 s    5        -",
+                    "gfx1201      b2       not run  -         -        -"]
+
+
+def test_stack_builders_from_the_environment_win_over_the_one_builder_and_lose_to_the_stack_file(tmp_path):
+    env = {"ROCM_BAKE_BUILDER": "shared", "ROCM_BAKE_STACK_BUILDERS": "demo-gfx950=builder-1, demo-gfx1201=builder-2"}
+    assert stack_builders(env) == {"demo-gfx950": "builder-1", "demo-gfx1201": "builder-2"}
+    assert local_defaults(tmp_path, env, "demo-gfx1201")["rocm-bake:builder"] == "builder-2"
+    assert local_defaults(tmp_path, env, "gfx950")["rocm-bake:builder"] == "shared"
+    from rocm_bake.checkout import stack_builder
+    assert stack_builder("demo-gfx950", {"rocm-bake:builder": "named"}, tmp_path, env) == "named"
+    assert stack_builder("demo-gfx950", {}, tmp_path, env) == "builder-1"
+    with pytest.raises(RocmBakeError, match=r"^\$ROCM_BAKE_STACK_BUILDERS: 'demo-gfx950' is not STACK=BUILDER"):
+        stack_builders({"ROCM_BAKE_STACK_BUILDERS": "demo-gfx950"})
