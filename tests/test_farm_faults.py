@@ -76,8 +76,8 @@ def up(project: PulumiProject, log: Path, **env: str) -> tuple[int, str]:
     return result.returncode, (result.stderr.strip().splitlines() or [""])[-1]
 
 
-def image_resources(project: PulumiProject) -> list[str]:
-    state = json.loads(project.run("stack", "export", stack=STACK).stdout)
+def image_resources(project: PulumiProject, stack: str = STACK) -> list[str]:
+    state = json.loads(project.run("stack", "export", stack=stack).stdout)
     return [r["urn"] for r in state["deployment"].get("resources") or [] if "docker-build:index:Image" in r["type"]]
 
 
@@ -223,9 +223,11 @@ def test_the_registry_cut_off_mid_push_is_one_line_then_up_and_refresh_recover(
 def test_the_state_host_down_mid_up_is_the_engines_error_then_cancel_and_up_recover(
         farm: farm_mod.Farm, project: PulumiProject, base: str, tmp_path: Path) -> None:
     layout, login = farm.layout, registry_login(farm)
+    stack = "demo-gfx950"  # a stack of its own: the one above is up already, and this up must have work to do
+    project.run("stack", "init", stack, "--secrets-provider", "passphrase")
     log = tmp_path / "up.log"
     with log.open("w") as out:
-        update = subprocess.Popen([str(engine("pulumi")), "up", "--stack", STACK, "--yes", "--skip-preview",
+        update = subprocess.Popen([str(engine("pulumi")), "up", "--stack", stack, "--yes", "--skip-preview",
                                    "--non-interactive"], cwd=project.dir, env={**project.env, **login},
                                   stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
@@ -241,9 +243,9 @@ def test_the_state_host_down_mid_up_is_the_engines_error_then_cancel_and_up_reco
     assert update.returncode != 0, text[-3000:]
     assert "failed to save snapshot" in text and f"dial tcp {layout.endpoint('state')}: connect: connection refused" \
         in text, text[-3000:]
-    locked = project.run("up", "--yes", "--skip-preview", stack=STACK, check=False, extra_env=login)
+    locked = project.run("up", "--yes", "--skip-preview", stack=stack, check=False, extra_env=login)
     assert locked.returncode != 0 and "the stack is currently locked" in locked.stderr + locked.stdout
-    project.run("cancel", "--yes", stack=STACK)
-    project.run("up", "--yes", "--skip-preview", stack=STACK, extra_env=login)
-    project.run("preview", "--expect-no-changes", stack=STACK, extra_env=login)
-    assert len(image_resources(project)) >= 1
+    project.run("cancel", "--yes", stack=stack)
+    project.run("up", "--yes", "--skip-preview", stack=stack, extra_env=login)
+    project.run("preview", "--expect-no-changes", stack=stack, extra_env=login)
+    assert len(image_resources(project, stack)) >= 1
