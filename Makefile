@@ -16,20 +16,20 @@ POLICY_PACK = --policy-pack $(CURDIR)/policy
 # registers a local buildkitd under that name with the remote driver, the same
 # path a build farm takes (remote or kubernetes driver). REGISTRY_PORT= and
 # BUILDER= on the make line override them for that run; the stacks get them
-# as the defaults of rocm-bake:registry and rocm-bake:builder.
-CHECKOUT := $(shell $(PYTHON) -m rocm_bake.checkout --make)
-ifeq ($(words $(CHECKOUT)),2)
-else
-$(error .rocm-bake/checkout.json: no registry port and builder name (the line above says why))
-endif
+# as the defaults of rocm-bake:registry and rocm-bake:builder. The choice is
+# made (once, then kept) only when a recipe uses them: `make help` and
+# `make down` write nothing and claim no port.
+CHECKOUT = $(eval CHECKOUT := $(shell $(PYTHON) -m rocm_bake.checkout --make))$(if $(filter 2,$(words $(CHECKOUT))),$(CHECKOUT),$(error .rocm-bake/checkout.json: no registry port and builder name (the line above says why)))
 REGISTRY_PORT ?= $(word 1,$(CHECKOUT))
 BUILDER ?= $(word 2,$(CHECKOUT))
+# BUILDER= given on the make line or in the environment (else: the checkout's record, read by the tool).
+BUILDER_GIVEN = $(if $(filter-out file undefined,$(origin BUILDER)),--name $(BUILDER))
 # buildx keeps builders in this checkout's own config, never ~/.docker/buildx.
 export BUILDX_CONFIG ?= $(CURDIR)/.rocm-bake/buildx
 # What the Pulumi program takes as this run's registry and builder (rocm_bake/checkout.py).
 PULUMI_TARGETS := up preview demo demo-destroy
-$(PULUMI_TARGETS): export ROCM_BAKE_REGISTRY := 127.0.0.1:$(REGISTRY_PORT)
-$(PULUMI_TARGETS): export ROCM_BAKE_BUILDER := $(BUILDER)
+$(PULUMI_TARGETS): export ROCM_BAKE_REGISTRY = 127.0.0.1:$(REGISTRY_PORT)
+$(PULUMI_TARGETS): export ROCM_BAKE_BUILDER = $(BUILDER)
 REGISTRY_DIR ?= $(CURDIR)/.registry
 # The local registry serves TLS from this checkout's own CA (made once here,
 # key 0600): the docker-build provider reads registries over https only, so
@@ -43,7 +43,7 @@ TRUST_REGISTRY = if [ -f $(TLS_DIR)/ca.pem ]; then SSL_CERT_FILE=$$($(BIN)/pytho
 # benchmark, chromium for the landing-page test, openssl for the registry's TLS.
 APT_PACKAGES ?= docker-registry openssl openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: help setup apt venv lock engines builder builder-stop farm farm-down down test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: help setup apt venv lock engines builder builder-stop farm farm-down down forget test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines ## everything the rest needs: Debian packages, the venv from requirements.lock, the engines (first time ~12 min)
 
@@ -98,7 +98,7 @@ builder: engines registry-tls ## start this checkout's buildkitd and register it
 	$(PYTHON) tools/builder.py start --name $(BUILDER) --registry 127.0.0.1:$(REGISTRY_PORT) --registry-ca $(TLS_DIR)/ca.pem
 
 builder-stop: ## stop that buildkitd and unregister the builder
-	$(PYTHON) tools/builder.py stop --name $(BUILDER)
+	$(PYTHON) tools/builder.py stop $(BUILDER_GIVEN)
 
 # A build farm on this machine (rocm_bake/farm): builder-1 and builder-2
 # (buildkitd over mutual TLS, registered with buildx in BUILDX_CONFIG), an
@@ -116,11 +116,15 @@ farm-down: ## remove this checkout's farm: its processes, namespaces, veths, bri
 # command line (rocm_bake/daemons.py), and its farm. Their data stays (the
 # farm's, made for it alone, goes with it).
 down: ## stop this checkout's builder, registry, state server and farm, nothing else (their data stays)
-	$(PYTHON) tools/builder.py stop --name $(BUILDER)
+	$(PYTHON) tools/builder.py stop $(BUILDER_GIVEN)
 	$(PYTHON) -m rocm_bake.farm down
 	$(PYTHON) -m rocm_bake.registry.local stop --root $(REGISTRY_DIR)
 	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
 	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server
+
+# The way back, before removing .rocm-bake: what this checkout left outside itself.
+forget: down ## stop the daemons, then remove this checkout's port claim (~/.cache/rocm-bake/ports) and Pulumi workspace file (~/.pulumi/workspaces)
+	$(PYTHON) -m rocm_bake.checkout --forget
 
 # The two loops (tests/conftest.py): tests marked `services` start the engine,
 # BuildKit, a registry, sshd, versitygw or a farm; the rest need only the venv.
@@ -146,12 +150,14 @@ check-dockerfiles: setup ## buildx build --check of every real Dockerfile, offli
 include mk/pulumi.mk
 
 # A real stack: real ROCm bases from stack config, the local registry and
-# builder unless the stack names others.
-up: setup registry builder stack-$(ARCH) ## pulumi up of stack ARCH on real ROCm bases (make up ARCH=gfx1151)
-	$(ENGINE_RUN) --log $(STATE_DIR)/logs/up-$(ARCH).log --stack $(ARCH) -- $(PULUMI_RUN) up -s $(ARCH) --yes $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
+# builder unless the stack names others. `--refresh` reads what the registry
+# really holds first: an image it lost is built and pushed again, so the
+# stack's outputs never name a digest the registry lacks.
+up: setup registry builder stack-$(ARCH) ## pulumi up --refresh of stack ARCH on real ROCm bases (make up ARCH=gfx1151)
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/up-$(ARCH).log --stack $(ARCH) -- $(PULUMI_RUN) up -s $(ARCH) --yes --refresh $(POLICY_PACK)
 
 preview: setup stack-$(ARCH) ## pulumi preview of stack ARCH: the dry run
-	$(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/preview-$(ARCH).log --stack $(ARCH) -- $(PULUMI_RUN) preview -s $(ARCH) $(POLICY_PACK)
 
 # The CA is made once; the server certificate and bundle are remade when needed.
 registry-tls: $(BIN)/rocm-bake ## make this checkout's registry CA once (.rocm-bake/tls) and its server certificate
@@ -209,14 +215,15 @@ bench: setup ## run the benchmarks; write bench/RESULTS.md
 	set -e; for b in $(BENCHES); do echo "== $$b"; $(BIN)/python $$b; done
 	$(BIN)/python bench/report.py
 
-clean: ## remove what setup put in this checkout (.venv, .tools, build leftovers), naming each
+# `make down` first: once .tools and .venv are gone, nothing of this checkout may be left running.
+clean: down ## stop this checkout's daemons (make down), then remove what setup put here (.venv, .tools, build leftovers), naming each
 	@for path in $(VENV) .tools build $(wildcard *.egg-info); do \
 	  [ -e "$$path" ] && echo "clean: removing $$path ($$(du -sh "$$path" | cut -f1))" && rm -rf "$$path"; \
 	done; true
 	@for path in dist .rocm-bake .registry "$${XDG_CACHE_HOME:-$$HOME/.cache}/rocm-bake"; do \
 	  [ -e "$$path" ] && echo "clean: kept $$path ($$(du -sh "$$path" | cut -f1))"; \
 	done; true
-	@echo "clean: docs/getting-started.md, 'The way back', says what those hold and how to remove them (make down first)"
+	@echo "clean: docs/getting-started.md, 'The way back', says what those hold and how to remove them"
 
 # Every target with its one line (the text after "##" on its rule).
 help: ## this list

@@ -99,14 +99,20 @@ def check_inputs(news: dict[str, Any], validators: dict[str, Callable[[Any], Non
 
 
 def unknown_or_replace(olds: dict[str, Any], news: dict[str, Any], input_keys: Iterable[str],
-                       replace_keys: Iterable[str]) -> DiffResult | None:
+                       replace_keys: Iterable[str], *, delete_first: bool = True) -> DiffResult | None:
     """The diff every provider starts with: a change while inputs are unknown (preview), a
-    delete-then-replace when a key that names the output moved; None to go on comparing."""
+    replace when a key that names the output moved; None to go on comparing.
+
+    ``delete_first`` suits an output this machine owns at one path (a local
+    directory: the new one may be the old one's place). What others use from
+    elsewhere (a published release) is replaced create-first, so a new
+    target that fails leaves the old one whole.
+    """
     if has_unknown(news, input_keys):
         return DiffResult(changes=True)
     replaces = [k for k in replace_keys if olds.get(k) != news.get(k)]
     if replaces:
-        return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        return DiffResult(changes=True, replaces=replaces, delete_before_replace=delete_first)
     return None
 
 

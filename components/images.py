@@ -7,6 +7,8 @@ build farm is a config change, not code of ours.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_docker_build as docker_build
 
@@ -18,7 +20,8 @@ class TargetImage(pulumi.ComponentResource):
 
     Dependencies arrive as BuildKit named contexts pinned to the dependency's
     pushed ``ref`` (tag@digest), so a rebuilt base changes its dependants'
-    inputs and Pulumi rebuilds exactly those.
+    inputs and Pulumi rebuilds exactly those. ``after``: resources the build waits for (the stack's
+    ``ImageHome``, whose check may refuse the run before anything is built).
     """
 
     ref: pulumi.Output[str]
@@ -30,6 +33,7 @@ class TargetImage(pulumi.ComponentResource):
         spec: ImageSpec,
         deps: dict[str, "TargetImage"],
         opts: pulumi.ResourceOptions | None = None,
+        after: Sequence[pulumi.Resource] = (),
     ) -> None:
         super().__init__("rocm-bake:images:TargetImage", name, {"target": spec.target}, opts)
         named = {
@@ -63,7 +67,7 @@ class TargetImage(pulumi.ComponentResource):
             ],
             build_on_preview=False,
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[deps[d] for d in spec.depends_on]
+                parent=self, depends_on=[*after, *(deps[d] for d in spec.depends_on)]
             ),
         )
         self.ref = self.image.ref

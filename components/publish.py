@@ -19,6 +19,13 @@ providers read it at run time (``GITHUB_TOKEN`` or the secret config
 ``rocm-bake:githubToken``, as ``GitHubProvider.token`` orders them), so a
 rotated token is what ``refresh``, ``destroy`` and a replace use.
 
+What users install from is never deleted before its replacement is whole:
+a release moved to another repository, GitHub or tag is replaced
+create-first (the old one goes only after the new release, its assets and
+its pages exist), and settings that merely name the same release another
+way update it in place. ``ReleaseAssets`` takes the release's id as an
+input, so the assets follow their release whenever it is made again.
+
 One path owns a release: ``GitHubRelease`` creates it through the same core
 function as ``rocm-bake publish`` (``ensure_release``), so whichever runs
 first makes it and the other adopts it, instead of failing with 422
@@ -88,6 +95,14 @@ class IndexPublishInputs(ReleaseInputs):
     index_sha256: str | None = None
 
 
+@dataclass(frozen=True)
+class AssetsInputs(IndexPublishInputs):
+    """The index's inputs and the ``release_id`` of the release resource: a release made again (replaced, or
+    deleted by hand and recreated) is a new id, so its assets are uploaded into it."""
+
+    release_id: int | None = None
+
+
 def _pulumi_cli() -> str | None:
     """The engine that started this provider (its parent), else ``pulumi`` on PATH."""
     try:
@@ -132,21 +147,47 @@ class GitHubProvider(ResourceProvider):
     def configure(self, req: ConfigureRequest) -> None:
         self._token = req.config.get(TOKEN_KEY)
 
-    def token(self) -> str | None:
-        """``GITHUB_TOKEN`` when set, else the stack's current config secret, else what the engine configured."""
+    def token(self) -> tuple[str | None, str]:
+        """``GITHUB_TOKEN`` when set, else the stack's current config secret, else what the engine configured;
+        with where it came from (a rejected token is named by its source, never by any part of it)."""
         if os.environ.get("GITHUB_TOKEN"):
-            return os.environ["GITHUB_TOKEN"]
+            return os.environ["GITHUB_TOKEN"], (f"GITHUB_TOKEN from the environment, which wins over {TOKEN_KEY}; "
+                                                "unset it to use the stack's")
         if not self._looked:
             self._current, self._looked = current_config_token(getattr(self, "stack", None)), True
-        return self._current or self._token
+        if self._current:
+            return self._current, f"{TOKEN_KEY} (the stack's config)"
+        return self._token, TOKEN_KEY
 
     def client(self, inputs: ReleaseInputs) -> GitHubClient:
-        token = self.token()
+        token, source = self.token()
         if not token:
             raise RocmBakeError(
                 f"publishing {inputs.arch}: no GitHub token; set the secret {TOKEN_KEY} or GITHUB_TOKEN"
             )
-        return GitHubClient(inputs.repo, token, inputs.endpoints())
+        return GitHubClient(inputs.repo, token, inputs.endpoints(), token_source=source)
+
+    def same_release(self, olds: dict[str, Any], news: dict[str, Any]) -> bool:
+        """Whether the old and the new settings reach one and the same release (the same GitHub under another
+        URL): then a replace would delete, at its end, the very release it had just adopted. Unreachable or
+        absent on either side: not the same."""
+        try:
+            with self.client(ReleaseInputs.from_props(olds)) as old, \
+                    self.client(ReleaseInputs.from_props(news)) as new:
+                was, now = old.get_release_by_tag(olds["tag"]), new.get_release_by_tag(news["tag"])
+        except RocmBakeError:
+            return False
+        return was is not None and now is not None and (was.id, was.upload_url) == (now.id, now.upload_url)
+
+    def replace_create_first(self, olds: dict[str, Any], news: dict[str, Any], input_keys: tuple[str, ...],
+                             replace_keys: tuple[str, ...]) -> DiffResult | None:
+        """``unknown_or_replace`` for what users install from: create-first, and an update in place when the
+        moved settings still reach the same release."""
+        early = unknown_or_replace(olds, news, input_keys, replace_keys, delete_first=False)
+        if early is not None and early.replaces and olds.get("tag") == news.get("tag") \
+                and self.same_release(olds, news):
+            return DiffResult(changes=True)
+        return early
 
 
 def _asset_key(assets: list[dict[str, Any]] | None) -> dict[str, tuple[int, str | None]]:
@@ -173,7 +214,7 @@ class GitHubReleaseProvider(GitHubProvider):
                             outs=inputs.outputs(release_id=release.id, name=name, body=body))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        early = unknown_or_replace(olds, news, ReleaseInputs.keys(), REPLACE_KEYS)
+        early = self.replace_create_first(olds, news, ReleaseInputs.keys(), REPLACE_KEYS)
         if early is not None:
             return early
         return DiffResult(changes=olds.get("release_id") is None)
@@ -199,7 +240,7 @@ class GitHubReleaseProvider(GitHubProvider):
 class ReleaseAssetsProvider(GitHubProvider):
     """The release's assets = every file of ``DIST/index/<arch>/files/``."""
 
-    def _apply(self, inputs: IndexPublishInputs) -> dict[str, Any]:
+    def _apply(self, inputs: AssetsInputs) -> dict[str, Any]:
         with self.client(inputs) as client:
             publisher = inputs.publisher(client)
             plan, release = publisher.plan(pages=False)
@@ -208,17 +249,19 @@ class ReleaseAssetsProvider(GitHubProvider):
                                   asset_count=len(published), wheel_url=publisher.wheel_url)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        inputs = IndexPublishInputs.from_props(props)
+        inputs = AssetsInputs.from_props(props)
         return CreateResult(id_=f"{inputs.repo}/{inputs.tag}", outs=self._apply(inputs))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=self._apply(IndexPublishInputs.from_props(news)))
+        return UpdateResult(outs=self._apply(AssetsInputs.from_props(news)))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        early = unknown_or_replace(olds, news, IndexPublishInputs.keys(), REPLACE_KEYS)
+        early = self.replace_create_first(olds, news, AssetsInputs.keys(), REPLACE_KEYS)
         if early is not None:
             return early
-        inputs = IndexPublishInputs.from_props(news)
+        if news.get("release_id") is not None and news.get("release_id") != olds.get("release_id"):
+            return DiffResult(changes=True)  # the release was made again: its assets go into it
+        inputs = AssetsInputs.from_props(news)
         with self.client(inputs) as client:
             local = inputs.publisher(client).local
         want = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in local.files]
@@ -226,7 +269,7 @@ class ReleaseAssetsProvider(GitHubProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: what the release really holds (a hand-deleted or replaced asset shows as drift)."""
-        inputs = IndexPublishInputs.from_props(props)
+        inputs = AssetsInputs.from_props(props)
         with self.client(inputs) as client:
             release = client.get_release_by_tag(inputs.tag)
             assets = client.list_assets(release.id) if release else []
@@ -238,7 +281,7 @@ class ReleaseAssetsProvider(GitHubProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """Remove the assets this resource published (the Release resource removes the release)."""
         names = {a["name"] for a in props.get("assets") or []}
-        inputs = IndexPublishInputs.from_props(props)
+        inputs = AssetsInputs.from_props(props)
         with self.client(inputs) as client:
             release = client.get_release_by_tag(inputs.tag)
             for asset in client.list_assets(release.id) if release else []:
@@ -263,7 +306,7 @@ class PagesIndexProvider(GitHubProvider):
         return UpdateResult(outs=self._apply(IndexPublishInputs.from_props(news)))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        early = unknown_or_replace(olds, news, IndexPublishInputs.keys(), ("arch", "repo", "api_url"))
+        early = self.replace_create_first(olds, news, IndexPublishInputs.keys(), ("arch", "repo", "api_url"))
         if early is not None:
             return early
         inputs = IndexPublishInputs.from_props(news)
@@ -303,8 +346,8 @@ class ReleaseAssets(TypedResource, module=RELEASE_ASSETS.module, name=RELEASE_AS
     asset_count: pulumi.Output[int]
     wheel_url: pulumi.Output[str]
 
-    def __init__(self, name: str, inputs: IndexPublishInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        outs = {"release_id": None, "assets": None, "asset_count": None, "wheel_url": None}
+    def __init__(self, name: str, inputs: AssetsInputs, opts: pulumi.ResourceOptions | None = None) -> None:
+        outs = {"assets": None, "asset_count": None, "wheel_url": None}
         super().__init__(ReleaseAssetsProvider(pulumi.get_stack()), name, {**inputs.declared(), **outs}, opts)
 
 
@@ -355,7 +398,8 @@ class PublishedIndex(pulumi.ComponentResource):
         publish_inputs = IndexPublishInputs(**release_inputs.to_props(),
                                             index_sha256=args.index_sha256)  # type: ignore[arg-type]
         self.release = GitHubRelease(f"{name}-release", release_inputs, pulumi.ResourceOptions(parent=self))
-        self.assets = ReleaseAssets(f"{name}-assets", publish_inputs,
+        assets_inputs = AssetsInputs(**publish_inputs.to_props(), release_id=self.release.release_id)
+        self.assets = ReleaseAssets(f"{name}-assets", assets_inputs,
                                     pulumi.ResourceOptions(parent=self, depends_on=[self.release]))
         self.pages = PagesIndex(f"{name}-pages", publish_inputs,
                                 pulumi.ResourceOptions(parent=self, depends_on=[self.assets]))

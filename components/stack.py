@@ -15,11 +15,12 @@ import pulumi
 
 from components.arch_index import ArchIndex, ArchIndexArgs
 from components.gpu_test import declare_gpu_test
+from components.image_home import HomeInputs, ImageHome
 from components.images import TargetImage
 from components.publish import declare_publish
-from rocm_bake.checkout import local_defaults
+from rocm_bake.checkout import defaults_owner, local_defaults
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.config import NAMESPACE, StackConfig, from_engine_values, stack_config_from_mapping
+from rocm_bake.config import NAMESPACE, StackConfig, from_engine_values, near_namespace, stack_config_from_mapping
 from rocm_bake.image_plan import image_specs
 from rocm_bake.manifests import Targets, load_fleet, load_targets
 
@@ -28,7 +29,8 @@ SECRET_KEYS = frozenset({"githubToken"})
 
 
 def given_config() -> dict[str, Any]:
-    """Every ``rocm-bake:*`` key the engine passed, known or not, so a misspelt key is refused, not ignored.
+    """Every ``rocm-bake:*`` key the engine passed, known or not, and any under a mistyped ``rocm-bake``
+    namespace, so a misspelt key is refused, not ignored.
 
     The engine hands the program its config as ``PULUMI_CONFIG`` (a test's
     mocks set it in the runtime instead); structured values (``buildArgs``)
@@ -37,7 +39,8 @@ def given_config() -> dict[str, Any]:
     from pulumi.runtime.config import CONFIG, get_config_env
 
     given = {**get_config_env(), **CONFIG.get()}
-    return {k: v for k, v in given.items() if isinstance(k, str) and k.startswith(f"{NAMESPACE}:")}
+    return {k: v for k, v in given.items()
+            if isinstance(k, str) and (k.startswith(f"{NAMESPACE}:") or near_namespace(k.partition(":")[0]))}
 
 
 def read_config() -> StackConfig:
@@ -112,9 +115,19 @@ def warn_of_a_dead_builder(config: StackConfig) -> None:
         pulumi.log.warn(f"rocm-bake:builder: {problem}: every image build will fail")
 
 
+def declare_image_home(config: StackConfig) -> ImageHome:
+    """Record the stack's registry and builder, and whose checkout's defaults chose them (None: its file names
+    both), so a shared stack is never moved to another checkout's own registry and builder."""
+    given = given_config()
+    named = all(f"{NAMESPACE}:{key}" in given for key in ("registry", "builder"))
+    chosen_by = None if named else defaults_owner(Path(pulumi.get_root_directory() or "."))
+    return ImageHome(f"image-home-{config.arch_label}", HomeInputs(
+        stack=pulumi.get_stack(), registry=config.registry, builder=config.builder, chosen_by=chosen_by))
+
+
 def check_run_environment(config: StackConfig) -> None:
     """Before anything is declared: the salt the CLI wrote into the tracked stack file goes back out
-    (tools/strip-salt, as .tools/bin/pulumi and make do after a run), and a run that lacks this checkout's
+    (tools/strip-salt, as .tools/bin/pulumi does after a run), and a run that lacks this checkout's
     buildx config or registry CA stops with one line naming the export that works (rocm_bake/run_env.py)."""
     import subprocess
 
@@ -134,8 +147,9 @@ def define_stack(config: StackConfig) -> dict[str, Any]:
     warn_of_a_dead_builder(config)
     targets = load_targets()
     images: dict[str, TargetImage] = {}
+    home = declare_image_home(config)
     for spec in image_specs(config, targets):
-        images[spec.target] = TargetImage(f"{spec.target}-{config.arch_label}", spec, images)
+        images[spec.target] = TargetImage(f"{spec.target}-{config.arch_label}", spec, images, after=[home])
 
     wheel_exports = declare_wheel_pipeline(config, targets, images)
     wheel_exports.update(declare_gpu_test(config, images))

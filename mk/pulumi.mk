@@ -21,9 +21,9 @@ DEMO_ARCH ?= gfx950
 DEMO_STACK = demo-$(DEMO_ARCH)
 DEMO_PORT ?= 8081
 # The CLI writes the state's salt into the tracked stack files; .tools/bin/pulumi
-# takes it out when the CLI exits, and each pulumi line here does it again
-# before make goes on, so the next line finds the files as committed.
-STRIP_SALT = $(CURDIR)/tools/strip-salt $(CURDIR)
+# takes it out when the CLI exits, holding the CLI's output open until it is
+# done. So every pulumi line here reads that output to its end (engine_run, or
+# $(...)), and the next line finds the stack files as committed.
 
 $(STATE_DIR)/passphrase:
 	@mkdir -p $(STATE_DIR)
@@ -34,16 +34,17 @@ passphrase: $(STATE_DIR)/passphrase ## make .rocm-bake/passphrase (random, 0600)
 
 # A stack is created once, with the passphrase secrets provider.
 stack-%: setup passphrase ## stack-NAME: create Pulumi stack NAME (passphrase secrets) unless it exists
-	@$(PULUMI_RUN) stack select $* >/dev/null 2>&1 || $(PULUMI_RUN) stack init $* --secrets-provider passphrase; \
-	  rc=$$?; $(STRIP_SALT); exit $$rc
+	@selected=$$($(PULUMI_RUN) stack select $* 2>&1) || \
+	  $(ENGINE_RUN) --log $(STATE_DIR)/logs/stack-init-$*.log -- $(PULUMI_RUN) stack init $* --secrets-provider passphrase
 
 demo-base: setup registry builder ## make the demo base image with debootstrap and push it to the local registry
 	$(TRUST_REGISTRY) $(BIN)/python dockerfiles/demo/base.py --registry 127.0.0.1:$(REGISTRY_PORT) --builder $(BUILDER) --buildx $(CURDIR)/.tools/bin/buildx
 
 # The main job on this machine: engines, registry, builder, demo base, then
-# `pulumi up` of the demo stack; ends with the pip line for the index it made.
-demo: setup registry builder demo-base stack-$(DEMO_STACK) ## the main job here: setup, registry, builder, demo base, pulumi up of demo-DEMO_ARCH, index check
-	$(ENGINE_RUN) --log $(STATE_DIR)/logs/demo-$(DEMO_STACK).log --builder $(BUILDER) -- $(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview $(POLICY_PACK); rc=$$?; $(STRIP_SALT); exit $$rc
+# `pulumi up --refresh` of the demo stack (a wiped registry is read as such and
+# every image it lost is pushed again); ends with the pip line for the index it made.
+demo: setup registry builder demo-base stack-$(DEMO_STACK) ## the main job here: setup, registry, builder, demo base, pulumi up --refresh of demo-DEMO_ARCH, index check
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/demo-$(DEMO_STACK).log --builder $(BUILDER) -- $(PULUMI_RUN) up -s $(DEMO_STACK) --yes --skip-preview --refresh $(POLICY_PACK)
 	PIP_CONFIG_FILE=/dev/null $(BIN)/rocm-bake index check $(DIST) --arch $(DEMO_ARCH)
 	@echo
 	@echo "The $(DEMO_ARCH) index is in $(DIST)/index/$(DEMO_ARCH)/. Install from it:"
@@ -58,7 +59,7 @@ demo: setup registry builder demo-base stack-$(DEMO_STACK) ## the main job here:
 	@echo "This checkout's registry (127.0.0.1:$(REGISTRY_PORT)) and builder ($(BUILDER)) keep running; make down stops them."
 
 demo-destroy: setup ## pulumi destroy of the demo stack (the registry and the builder keep running: make down)
-	$(PULUMI_RUN) destroy -s $(DEMO_STACK) --yes --skip-preview; rc=$$?; $(STRIP_SALT); exit $$rc
+	$(ENGINE_RUN) --log $(STATE_DIR)/logs/destroy-$(DEMO_STACK).log -- $(PULUMI_RUN) destroy -s $(DEMO_STACK) --yes --skip-preview
 
 # Team state: an S3 bucket on loopback (versitygw, built by `make setup`)
 # with its data, port and keys under .rocm-bake/state-server/; prints the

@@ -9,7 +9,9 @@ under ``python -m pulumi.policy`` behind the SDK's PolicyProxy, which waits
 for the engine's ConfigureStack and puts the stack in ``PULUMI_STACK`` and
 its config in ``PULUMI_CONFIG``. They are parsed once, on first use, into a
 ``StackConfig`` (secret keys dropped unread); a stack whose config does not
-parse is reported by every policy, naming the key.
+parse is reported once, naming the key, on the first resource judged (one
+mandatory violation fails the run; every policy on every resource saying
+the same would bury it).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from rocm_bake.errors import RocmBakeError
 PACK_NAME = "rocm-bake-arch-rules"
 
 _lock = threading.Lock()
-_stack: dict[str, StackConfig | str] = {}
+#: ``config``: the parsed config or why there is none; ``reported``: that reason was said once already.
+_stack: dict[str, StackConfig | str | bool] = {}
 
 
 def configure_stack(stack: str, config: Mapping[str, Any], secret_keys: Sequence[str] = ()) -> None:
@@ -40,6 +43,7 @@ def configure_stack(stack: str, config: Mapping[str, Any], secret_keys: Sequence
         parsed = str(exc)
     with _lock:
         _stack["config"] = parsed
+        _stack.pop("reported", None)
 
 
 def _from_engine() -> None:
@@ -61,7 +65,15 @@ def current_config() -> StackConfig | str:
     if not known:
         _from_engine()
     with _lock:
-        return _stack["config"]
+        return _stack["config"]  # type: ignore[return-value]
+
+
+def first_telling() -> bool:
+    """True the first time the pack would report that the config is unusable, False after."""
+    with _lock:
+        told = bool(_stack.get("reported"))
+        _stack["reported"] = True
+    return not told
 
 
 def plain(value: Any) -> Any:
@@ -91,7 +103,8 @@ def validator(rule: Rule):
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         config = current_config()
         if isinstance(config, str):
-            report_violation(config, args.urn)
+            if first_telling():
+                report_violation(config, args.urn)
             return
         resource = Declared(args.resource_type, args.name, plain(args.props))
         for message in rule.check(config, resource):

@@ -14,11 +14,12 @@ Ports come from below the kernel's ephemeral range, where no outgoing
 connection can be holding them when the registry starts.
 
 Standard library only: ``make`` runs it with the system Python before the
-venv exists. Usage: ``python3 -m rocm_bake.checkout [--make]``.
+venv exists. Usage: ``python3 -m rocm_bake.checkout [--make | --forget]``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -136,6 +137,17 @@ def local_defaults(root: Path, environ: Mapping[str, str] | None = None, stack: 
     return defaults
 
 
+def defaults_owner(root: Path) -> str:
+    """Who the defaults of :func:`local_defaults` belong to: ``checkout <id>`` (before it has a record, an id
+    made from its path: a path may hold any text, an arch name included, and this value is a resource input)."""
+    try:
+        checkout = load_checkout(root)
+    except RocmBakeError:
+        checkout = None
+    cid = checkout.id if checkout is not None else hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:8]
+    return f"checkout {cid}"
+
+
 #: The builder a stack runs on when nothing names one (the program's built-in default).
 DEFAULT_BUILDER = "rocm-bake"
 
@@ -160,16 +172,17 @@ def claim_is_live(claim: Path, port: int) -> bool:
         if time.time() - claim.stat().st_mtime < 60:
             return True
         held = load_checkout(Path(claim.read_text(encoding="utf-8").strip()))
-    except (OSError, UnicodeDecodeError, RocmBakeError):
+    except (OSError, ValueError, RocmBakeError):  # unreadable, not UTF-8, a NUL byte: not a claim we wrote
         return False
     return held is not None and held.registry_port == port
 
 
 def claim_owner(claim: Path) -> Path | None:
     try:
-        return Path(claim.read_text(encoding="utf-8").strip())
-    except (OSError, UnicodeDecodeError):
+        text = claim.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
         return None
+    return Path(text) if text and "\0" not in text else None
 
 
 def claim(port: int, root: Path) -> bool:
@@ -235,6 +248,12 @@ def ensure_checkout(root: Path) -> tuple[Checkout, bool]:
     """The record, made on first use; True when this call made it. Two racing makes agree (atomic link)."""
     existing = load_checkout(root)
     if existing is not None:
+        if not claim(existing.registry_port, root):  # a hand-edited port is held to the same rule
+            owner = claim_owner(claims_dir() / str(existing.registry_port))
+            raise RocmBakeError(
+                f"{record_path(root)}: registry_port {existing.registry_port} is claimed by checkout {owner} "
+                f"({claims_dir() / str(existing.registry_port)}); choose another port there, or delete the record "
+                "to choose anew")
         return existing, False
     cid = secrets.token_hex(4)
     chosen = Checkout(cid, choose_port(root), f"{BUILDER_PREFIX}{cid}")
@@ -253,6 +272,40 @@ def ensure_checkout(root: Path) -> tuple[Checkout, bool]:
     return chosen, True
 
 
+def pulumi_workspace(root: Path) -> Path:
+    """The Pulumi CLI's per-project file for this checkout (its selected stacks):
+    ``$PULUMI_HOME/workspaces/<project>-<sha1 of Pulumi.yaml's path>-workspace.json``."""
+    project_file = root / "Pulumi.yaml"
+    name = "rocm-bake"
+    try:
+        for line in project_file.read_text(encoding="utf-8").splitlines():
+            if line.startswith("name:"):
+                name = line.partition(":")[2].strip().strip("'\"")
+                break
+    except OSError:
+        pass
+    home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+    digest = hashlib.sha1(str(project_file).encode()).hexdigest()
+    return home / "workspaces" / f"{name}-{digest}-workspace.json"
+
+
+def forget(root: Path) -> list[Path]:
+    """Remove what this checkout left outside itself: its port claim (only if it names this checkout) and
+    Pulumi's workspace file for it. The record stays; the next ``make`` that needs the port claims it again."""
+    removed = []
+    checkout = load_checkout(root)
+    if checkout is not None:
+        held = claims_dir() / str(checkout.registry_port)
+        if claim_owner(held) == root:
+            held.unlink(missing_ok=True)
+            removed.append(held)
+    workspace = pulumi_workspace(root)
+    if workspace.exists():
+        workspace.unlink()
+        removed.append(workspace)
+    return removed
+
+
 def describe(checkout: Checkout, root: Path) -> str:
     return (f"checkout {checkout.id}: registry {checkout.registry}, buildx builder {checkout.builder!r} "
             f"(BUILDX_CONFIG {root / STATE_DIR / 'buildx'}; recorded in {record_path(root)})")
@@ -261,6 +314,17 @@ def describe(checkout: Checkout, root: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     root = ROOT
+    if args == ["--forget"]:
+        try:
+            removed = forget(root)
+        except RocmBakeError as exc:
+            print(f"rocm-bake: error: {exc}", file=sys.stderr)
+            return 2
+        for path in removed:
+            print(f"forget: removed {path}")
+        if not removed:
+            print("forget: nothing of this checkout's outside it (no port claim, no Pulumi workspace file)")
+        return 0
     try:
         checkout, created = ensure_checkout(root)
     except RocmBakeError as exc:

@@ -81,17 +81,17 @@ SHARED_TOPS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", 
 def dist_dir(value: str) -> str:
     """``rocm-bake:dist``: a directory of its own, relative to the project or absolute, never ``/`` or a system one.
 
-    The rule: a relative path (the project's ``dist`` by default) is fine; an
-    absolute one may be neither ``/`` nor a shared top-level directory
-    (``/home``, ``/tmp``, ``/var`` …) itself, nor be or lie under a system
-    directory (``/etc``, ``/usr``, ``/var/lib`` …). ``rocm-bake`` writes
-    ``wheels/<arch>`` and ``index/<arch>`` there and replaces what it wrote.
+    The rule is judged on where the value leads, resolved as it is used:
+    against the working directory (the project's, for the program) when
+    relative, with ``..`` and symlinks followed. There it may be neither ``/`` nor a shared
+    top-level directory (``/home``, ``/tmp``, ``/var`` …) itself, nor be or lie
+    under a system directory (``/etc``, ``/usr``, ``/var/lib`` …): so
+    ``../../../../usr/local/x`` is judged as ``/usr/local/x``. ``rocm-bake``
+    writes ``wheels/<arch>`` and ``index/<arch>`` there and replaces what it wrote.
     """
     if not value.strip() or "\x00" in value:
         raise ValueError("expected a directory, e.g. dist or /srv/rocm-bake/dist")
-    if not value.startswith("/"):
-        return value
-    normal = os.path.normpath(value)
+    normal = os.path.realpath(value)
     normal = "/" + normal.lstrip("/")  # '//x' is '/x'
     if normal in SHARED_TOPS:
         raise ValueError("is / or a shared top-level directory: give a directory of its own under it")
@@ -274,6 +274,21 @@ def unknown_key_message(full_key: str) -> str:
     return f"unknown config key {full_key[:80]!r}; {hint}"
 
 
+def near_namespace(namespace: str) -> bool:
+    """``namespace`` is ours mistyped (``rocm_bake``, ``Rocm-Bake``, ``rocmbake``), not another provider's."""
+    written = namespace.lower().replace("_", "-")
+    return namespace != NAMESPACE and difflib.SequenceMatcher(None, written, NAMESPACE).ratio() >= 0.85
+
+
+def mistyped_namespace_message(full_key: str) -> str:
+    """A key under a near miss of ``rocm-bake:`` (ignored, it would silently change nothing): the right key."""
+    key = full_key.partition(":")[2]
+    near = difflib.get_close_matches(key.lower(), [k.lower() for k in KEYS], n=1, cutoff=0.6)
+    nearest = next((k for k in KEYS if k.lower() == near[0]), None) if near else None
+    hint = f"did you mean {NAMESPACE}:{nearest}?" if nearest else f"keys are written {NAMESPACE}:<key>"
+    return f"config key {full_key[:80]!r} is not in the {NAMESPACE} namespace; {hint}"
+
+
 def with_publish_target(config: StackConfig, source: str) -> StackConfig:
     """Publishing needs a repository: ``rocm-bake:githubRepo``, else a GitHub ``origin`` remote; never a default."""
     from rocm_bake.publish.origin import FROM_CONFIG, FROM_ORIGIN, origin_github_repo
@@ -320,6 +335,8 @@ def stack_config_from_mapping(stack: str, config: dict[str, Any], source: str) -
         if not isinstance(full_key, str):
             raise RocmBakeError(f"{source}: config key {full_key!r} is not a string like 'rocm-bake:registry'")
         namespace, _, key = full_key.partition(":")
+        if namespace != NAMESPACE and near_namespace(namespace):
+            raise RocmBakeError(f"{source}: {mistyped_namespace_message(full_key)}")
         if namespace != NAMESPACE:
             continue  # other providers' keys (github:token, docker-build:...) are theirs
         if key not in KEYS:
@@ -332,6 +349,13 @@ def stack_config_from_mapping(stack: str, config: dict[str, Any], source: str) -
         raise RocmBakeError(f"{source} (stack {stack}): " + "; ".join(problem_lines(exc.errors(), key_name))) from None
     if config.gpu_host is not None:
         check_gpu_host(config.gpu_host, f"{source} (stack {stack})")
+    if config.publish and config.targets:
+        named = " ".join(config.targets)
+        raise RocmBakeError(
+            f"{source} (stack {stack}): {NAMESPACE}:targets: with {NAMESPACE}:publish true it would undeclare every "
+            f"other image and so shrink the published index and release to {named}; remove it and narrow one run "
+            f"instead: rocm-bake arches up --arches {stack} " + " ".join(f"--target {t}" for t in config.targets)
+            + " (the engine's --target, which keeps the rest)")
     return with_publish_target(config, source)
 
 

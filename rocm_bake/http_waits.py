@@ -22,6 +22,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from rocm_bake.loopback import is_loopback
+
 #: Connecting is quick or it is not going to happen.
 CONNECT_TIMEOUT_S = 10.0
 #: Default inactivity bound for streamed reads and writes (``--timeout`` changes it).
@@ -51,12 +53,6 @@ def http_timeout(read_s: float = DEFAULT_TIMEOUT_S, *, metadata: bool = False) -
 
     read = min(read_s, METADATA_TIMEOUT_S) if metadata else read_s
     return httpx.Timeout(read, connect=min(CONNECT_TIMEOUT_S, read), pool=CONNECT_TIMEOUT_S)
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 or localhost: the only hosts plain http may carry a credential to."""
-    host = host.strip("[]").lower()
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def redact_url(url: str) -> str:

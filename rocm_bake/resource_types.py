@@ -36,8 +36,10 @@ GPU_TEST = DynamicType("gpu", "GpuTest")
 GITHUB_RELEASE = DynamicType("publish", "GitHubRelease")
 RELEASE_ASSETS = DynamicType("publish", "ReleaseAssets")
 PAGES_INDEX = DynamicType("publish", "PagesIndex")
+#: Where a stack's images live and whose checkout chose it (never recorded untyped: it came with its type).
+IMAGE_HOME = DynamicType("images", "ImageHome")
 
 #: The resources that write to a GitHub repository (a release, its assets, gh-pages).
 PUBLISHING = frozenset({GITHUB_RELEASE.token, RELEASE_ASSETS.token, PAGES_INDEX.token})
 #: Every dynamic type, by token.
-DYNAMIC = frozenset({FETCHED_WHEELS.token, WHEEL_INDEX.token, GPU_TEST.token} | PUBLISHING)
+DYNAMIC = frozenset({FETCHED_WHEELS.token, WHEEL_INDEX.token, GPU_TEST.token, IMAGE_HOME.token} | PUBLISHING)

@@ -30,6 +30,12 @@ import builder as builder_tool  # noqa: E402  (tools/builder.py: make builder's 
 import state_server  # noqa: E402  (tools/state_server.py: make state-server's own code)
 TOOLS_BIN = ROOT / ".tools" / "bin"
 VENV_BIN = ROOT / ".venv" / "bin"
+#: What a HEAD of a manifest by digest accepts: OCI and Docker, index and single-platform.
+MANIFEST_TYPES = ", ".join([
+    "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+])
 
 
 def engine(name: str) -> Path:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests import services
+from rocm_bake.ports import free_port
 
 SSHD = Path("/usr/sbin/sshd")
 
@@ -24,12 +25,6 @@ class SshNode:
     other_known_hosts: Path  # same host, a different key: must be refused
     empty_known_hosts: Path  # no entry for the host at all: must be refused too
     log: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _keygen(path: Path) -> None:
@@ -46,7 +41,7 @@ def ssh_node(tmp_path_factory) -> SshNode:
     _keygen(root / "other_host_key")
     _keygen(root / "client_key")
     (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
-    port = _free_port()
+    port = free_port()
     config = root / "sshd_config"
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\n"

@@ -218,9 +218,59 @@ def test_dist_refuses_root_shared_and_system_directories(dist):
         load_stack_config("gfx950", {"rocm-bake:dist": dist})
 
 
-@pytest.mark.parametrize("dist", ["dist", "build/dist", "/tmp/rocm-bake/dist", "/srv/wheels", "/home/me/dist"])
+ESCAPE = "../" * 40  # more than any checkout's depth: from the project directory up to /
+
+
+@pytest.mark.parametrize("dist", [ESCAPE + "usr/local/x", ESCAPE.rstrip("/"), ESCAPE + "etc",
+                                  "dist/" + ESCAPE + "var/lib/x"])
+def test_a_relative_dist_is_resolved_before_it_is_judged(dist):
+    with pytest.raises(RocmBakeError, match="rocm-bake:dist: is"):
+        load_stack_config("gfx950", {"rocm-bake:dist": dist})
+
+
+def test_a_dist_through_a_symlink_is_judged_where_it_leads(tmp_path):
+    (tmp_path / "usr-local").symlink_to("/usr/local")
+    with pytest.raises(RocmBakeError, match="rocm-bake:dist: is or lies under a system directory"):
+        load_stack_config("gfx950", {"rocm-bake:dist": str(tmp_path / "usr-local" / "x")})
+
+
+@pytest.mark.parametrize("dist", ["dist", "build/dist", "../dist", "/tmp/rocm-bake/dist", "/srv/wheels",
+                                  "/home/me/dist"])
 def test_dist_accepts_a_directory_of_its_own(dist):
     assert load_stack_config("gfx950", {"rocm-bake:dist": dist}).dist == dist
+
+
+@pytest.mark.parametrize("key, right", [("rocm_bake:registry", "rocm-bake:registry"),
+                                        ("Rocm-Bake:publish", "rocm-bake:publish"),
+                                        ("rocmbake:targets", "rocm-bake:targets"),
+                                        ("rocm-bak:registy", "rocm-bake:registry")])
+def test_a_key_in_a_mistyped_namespace_is_refused_with_the_right_one(key, right):
+    with pytest.raises(RocmBakeError, match=re.escape(f"{key!r} is not in the rocm-bake namespace; did you mean "
+                                                      f"{right}?")):
+        load_stack_config("gfx950", {key: "true"})
+
+
+def test_other_namespaces_stay_theirs():
+    assert load_stack_config("gfx950", {"docker-build:x": "1", "github:token": "t", "aws:region": "r"})
+
+
+def test_the_program_sees_keys_of_a_mistyped_namespace():
+    from components.stack import given_config
+    from pulumi.runtime.config import CONFIG
+
+    token = CONFIG.set({"rocm_bake:registry": "r.example:5000", "aws:region": "x", "rocm-bake:dist": "d"})
+    try:
+        assert given_config() == {"rocm_bake:registry": "r.example:5000", "rocm-bake:dist": "d"}
+    finally:
+        CONFIG.reset(token)
+
+
+def test_targets_on_a_published_stack_is_refused_saying_it_would_shrink_the_index_and_release():
+    config = {"rocm-bake:targets": "torch", "rocm-bake:githubRepo": "octo/rocm-bake"}
+    assert load_stack_config("gfx950", config).targets == ["torch"]
+    with pytest.raises(RocmBakeError, match=r"rocm-bake:targets: .*shrink the published index and release to "
+                                            r"torch.*rocm-bake arches up --arches gfx950 --target torch"):
+        load_stack_config("gfx950", {**config, "rocm-bake:publish": "true"})
 
 
 def test_unknown_key_suggests_the_nearest_known_key():

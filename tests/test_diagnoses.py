@@ -7,22 +7,16 @@ degraded GitHub; a timeout, 401, 403, 5xx and a rate limit each say theirs.
 from __future__ import annotations
 
 import io
-import socket
 
 import pytest
 
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.ports import free_port
 from rocm_bake.publish.github import GitHubClient, GitHubEndpoints
 from rocm_bake.registry.client import RegistryClient
 from tests.fake_github import FakeGitHub
 from tests.publish_fixtures import gh, make_client, no_waits  # noqa: F401 - fixtures
 from tests.retry_fixtures import hung_server  # noqa: F401 - fixture
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def github_error(api_url: str, **kw) -> str:

@@ -184,12 +184,14 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 
 
 def copy_makefiles(root: Path) -> None:
-    """The Makefile, mk/ and what the Makefile runs as it is read (rocm_bake/checkout.py, standard library only)."""
+    """The Makefile, mk/ and what it runs with the system Python (the checkout record, `make down`'s stops)."""
     shutil.copy(ROOT / "Makefile", root / "Makefile")
     shutil.copytree(ROOT / "mk", root / "mk")
-    (root / "rocm_bake").mkdir()
-    for name in ("__init__.py", "checkout.py", "errors.py"):
-        shutil.copy(ROOT / "rocm_bake" / name, root / "rocm_bake" / name)
+    for name in ("rocm_bake/__init__.py", "rocm_bake/checkout.py", "rocm_bake/errors.py", "rocm_bake/daemons.py",
+                 "rocm_bake/lazy_face.py", "rocm_bake/registry/__init__.py", "rocm_bake/registry/local.py",
+                 "tools/builder.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, root / name)
 
 
 @pytest.fixture(scope="module")
@@ -412,3 +414,19 @@ def test_a_lock_wait_names_the_holder_and_how_long(tmp_path: Path) -> None:
         assert "s3cr3t" not in line  # a value on the holder's command line is never shown
     held = [int(m[1]) for m in (re.search(r"for (\d+) s; waited", line) for line in lines) if m]
     assert len(held) == len(lines) and held == sorted(held) and held[-1] > held[0], lines
+
+
+def test_the_salt_is_stripped_in_one_place_and_make_waits_for_it() -> None:
+    """Only .tools/bin/pulumi runs tools/strip-salt (its watcher holds the CLI's output until the stack files are
+    clean); every make line that runs pulumi reads that output to its end (rocm_bake.engine_run, or ``$(...)``),
+    so the next line finds the tracked files as committed without a second strip."""
+    text = "\n".join(path.read_text() for path in MAKEFILES)
+    assert "strip-salt" not in text and "STRIP_SALT" not in text, "a Makefile strips the salt besides the wrapper"
+    for line in text.splitlines():
+        at = line.find("$(PULUMI_RUN)")
+        while at != -1 and not line.lstrip().startswith("#"):
+            before = line[:at].rstrip()
+            command = re.split(r"\|\||&&|;", before)[-1]  # the command this call belongs to
+            assert "$(ENGINE_RUN)" in command or before.endswith("$$("), \
+                f"make goes on before this pulumi call's output has ended: {line.strip()}"
+            at = line.find("$(PULUMI_RUN)", at + 1)

@@ -148,8 +148,8 @@ def rename_everywhere(value: object, renamed: dict[str, str]) -> object:
 
 
 def as_recorded_before_the_types(deployment: dict) -> dict:
-    """The same state as the program wrote it before each dynamic resource named its own type: every one of
-    them recorded as ``pulumi-python:dynamic:Resource``, in its ``type`` and its URN (every reference renamed)."""
+    """The same state with every dynamic resource under the SDK's default type ``pulumi-python:dynamic:Resource``,
+    in its ``type`` and its URN (every reference renamed): what a stack declared without typed classes holds."""
     def untyped_urn(urn: str) -> str:
         head, qualified, name = urn.rsplit("::", 2)
         return "::".join([head, qualified.rsplit("$", 1)[0] + "$" + UNTYPED if "$" in qualified else UNTYPED, name])

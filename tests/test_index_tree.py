@@ -21,6 +21,7 @@ from rocm_bake.index import build as index_mod
 from rocm_bake.index import stamp, tree
 from rocm_bake.index.build import build_index, remove_index
 from rocm_bake.index.check import clean_env, uv_binary
+from rocm_bake.ports import free_port
 
 from tests.index_fixtures import GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
 from tests.readonly_fixtures import run_read_only
@@ -390,12 +391,6 @@ def test_the_index_is_world_readable_under_umask_022(wheels: Path, tmp_path: Pat
 
 
 # --------------------------------------------------------------- serving
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_python_http_server_and_uv_follow_the_link(wheels: Path, tmp_path: Path) -> None:

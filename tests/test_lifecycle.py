@@ -43,6 +43,7 @@ import httpx
 import pytest
 
 from tests.engine_fixtures import (
+    MANIFEST_TYPES,
     ROOT,
     BuildKit,
     PulumiProject,
@@ -396,11 +397,6 @@ def test_each_index_installs_by_the_printed_pip_line_and_loads_its_arch(project:
 VANISHED = re.compile(r"^ -  docker-build:index:Image (\S+) deleted", re.MULTILINE)
 CREATED = re.compile(r"^ \+  docker-build:index:Image (\S+) created", re.MULTILINE)
 UPDATED = re.compile(r"^ ~  pulumi-python:dynamic/\w+:\w+ (\S+) updated", re.MULTILINE)
-MANIFEST_TYPES = ", ".join([
-    "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-])
 
 
 def manifest_status(local_registry: LocalRegistry, ref: str) -> int:

@@ -169,6 +169,13 @@ def test_the_packs_policies_catch_a_stack_judged_by_another_arch(planned: dict[s
     assert {name for name, _, _ in found} >= {"arch-scoped-tags", "per-arch-cache-refs", "own-arches-only"}
 
 
+def test_a_bad_config_is_one_violation_not_one_per_policy_and_resource(planned: dict[str, dict]) -> None:
+    found = judge("gfx950", planned["gfx950"]["resources"], {"rocm-bake:registy": "r.example:5000"})
+    assert len(found) == 1, f"the config error must be said once, not {len(found)} times (every policy on every " \
+                            f"resource): {found[:2]}"
+    assert "'rocm-bake:registy'; did you mean rocm-bake:registry?" in found[0][2]
+
+
 def test_a_pack_started_without_a_stack_refuses_naming_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PULUMI_STACK", raising=False)
     monkeypatch.setattr(arch_policies, "_stack", {})

@@ -11,7 +11,13 @@ import pytest
 from pulumi.dynamic import ConfigureRequest
 from pulumi.dynamic.config import Config
 
-from components.publish import IndexPublishInputs, PagesIndexProvider, ReleaseAssetsProvider, declare_publish
+from components.publish import (
+    GitHubReleaseProvider,
+    IndexPublishInputs,
+    PagesIndexProvider,
+    ReleaseAssetsProvider,
+    declare_publish,
+)
 from rocm_bake.config import stack_config_from_mapping
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.archset import ArchSet
@@ -87,6 +93,30 @@ def test_release_is_adopted_refreshed_and_deleted(gh: FakeGitHub, dist: Path) ->
     assert gh.state.release_by_tag(release_tag(ARCH)) is None
 
 
+@pytest.mark.parametrize("provider_type", [GitHubReleaseProvider, ReleaseAssetsProvider, PagesIndexProvider])
+def test_a_moved_release_is_replaced_create_first_and_the_same_one_by_another_url_in_place(
+        provider_type: type, gh: FakeGitHub, dist: Path) -> None:
+    """Create-first: a new target that fails leaves the live release; another URL of the same GitHub reaches the
+    same release, which a replace would delete at its end after adopting it: updated in place instead."""
+    provider = configured(provider_type, gh)
+    p = props(gh, dist)
+    created = configured(ReleaseAssetsProvider, gh).create(p)
+    moved = provider.diff(created.id, created.outs, {**p, "repo": "other/repo"})
+    assert moved.replaces == ["repo"] and moved.delete_before_replace is False
+    alias = {**p, "api_url": gh.api_url.replace("127.0.0.1", "localhost")}
+    same = provider.diff(created.id, created.outs, alias)
+    assert same.changes is True and not same.replaces, "the same release by another URL must not be replaced"
+
+
+def test_assets_follow_their_release_when_it_is_made_again(gh: FakeGitHub, dist: Path) -> None:
+    provider = configured(ReleaseAssetsProvider, gh)
+    p = props(gh, dist)
+    created = provider.create(p)
+    assert provider.diff(created.id, created.outs, {**p, "release_id": created.outs["release_id"]}).changes is False
+    again = provider.diff(created.id, created.outs, {**p, "release_id": created.outs["release_id"] + 1})
+    assert again.changes is True and not again.replaces, "a release made again must get its assets"
+
+
 def test_release_assets_drift_by_replaced_bytes(gh: FakeGitHub, dist: Path) -> None:
     provider = configured(ReleaseAssetsProvider, gh)
     p = props(gh, dist)
@@ -127,13 +157,18 @@ def test_pages_index_create_diff_refresh_repair_delete(gh: FakeGitHub, tmp_path:
 # ------------------------------------------------------------------ mocks
 
 
+#: The id the mocked engine gives every release it "creates".
+MOCK_RELEASE_ID = 4242
+
+
 class Mocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.resources: list[pulumi.runtime.MockResourceArgs] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         self.resources.append(args)
-        return f"{args.name}-id", dict(args.inputs)
+        made = {"release_id": MOCK_RELEASE_ID} if args.name.endswith("-release") else {}
+        return f"{args.name}-id", {**args.inputs, **made}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
         return {}, []
@@ -184,6 +219,8 @@ def test_publish_true_declares_release_assets_and_pages_for_that_arch(monkeypatc
     # the tag is named once, by the component, and every child takes it; the index digest goes by its name
     assert {name: inputs["tag"] for name, inputs in dynamic.items()} == dict.fromkeys(dynamic, release["tag"])
     assert dynamic["publish-gfx950-assets"]["index_sha256"] == dynamic["publish-gfx950-pages"]["index_sha256"] == "sha"
+    assert dynamic["publish-gfx950-assets"]["release_id"] == MOCK_RELEASE_ID, \
+        "the assets take the release's id, so they follow it when it is made again"
     assert not [name for name, inputs in dynamic.items() if "depends_on_digest" in inputs]
 
 
@@ -237,6 +274,20 @@ def test_a_token_in_the_environment_wins_over_the_configured_one(gh: FakeGitHub,
     monkeypatch.delenv("GITHUB_TOKEN")
     with provider.client(inputs(gh, dist)) as client:
         assert client._http.headers["Authorization"] == "Bearer ghp_old_token"
+
+
+def test_a_rejected_token_says_which_one_was_sent(gh: FakeGitHub, dist: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale GITHUB_TOKEN wins over a valid rocm-bake:githubToken: the 401 says the environment's was sent."""
+    provider = configured(ReleaseAssetsProvider, gh)  # the config holds the valid token
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_stale_environment_token")
+    with pytest.raises(RocmBakeError, match=r"401 .*the token sent was GITHUB_TOKEN from the environment, which wins "
+                                            r"over rocm-bake:githubToken; unset it") as caught:
+        provider.create(props(gh, dist))
+    assert "ghp_stale" not in str(caught.value)
+    monkeypatch.delenv("GITHUB_TOKEN")
+    gh.state.token = "ghp_rotated_elsewhere"  # now the config's token is the stale one
+    with pytest.raises(RocmBakeError, match=r"401 .*the token sent was rocm-bake:githubToken$"):
+        provider.create(props(gh, dist))
 
 
 def test_pages_url_is_honoured_by_the_provider_and_its_landing_page(gh: FakeGitHub, dist: Path) -> None:

@@ -1,6 +1,6 @@
-"""On the real engine: after a token rotation, ``refresh`` and ``destroy`` use the current token.
+"""On the real engine: token rotation, and replacing a release without losing what users install from.
 
-The engine configures a dynamic provider from state on ``refresh`` and
+After a token rotation, ``refresh`` and ``destroy`` use the current token. The engine configures a dynamic provider from state on ``refresh`` and
 ``destroy`` (the token of the last ``up``). The loopback GitHub accepts only
 the new token once rotated. The program is the publishing part alone
 (``PublishedIndex`` over an index built here), so no builder or registry is
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,8 @@ from tests.publish_fixtures import build_arch_index
 
 ROOT = Path(__file__).resolve().parent.parent
 STACK = "rotation"
+TAG = "wheels-gfx950-rocm10.1.0"
+PAGES = "data/wheels/gfx950/"
 PROGRAM = '''
 import pulumi
 from components.publish import PublishedIndex, PublishedIndexArgs
@@ -116,3 +119,87 @@ def test_a_provider_error_is_one_line_naming_the_resource(published: tuple[Proje
     assert errors and all("the token was rejected" in line for line in errors), output
     assert any("publish-gfx950-release" in line and "error: GitHub GET" in line for line in errors), output
     assert "ghp_rotation_OLD_1" not in output
+
+
+def wheels_on(gh: FakeGitHub) -> dict[str, bytes]:
+    """What users install from on ``gh``: the release's uploaded assets."""
+    return {name: a["data"] for name, a in gh.state.release_assets(TAG).items() if a["state"] == "uploaded"}
+
+
+def pages_on(gh: FakeGitHub) -> dict[str, bytes]:
+    return {path: data for path, data in gh.state.branch_files().items() if path.startswith(PAGES)}
+
+
+def index_files(tmp_path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (tmp_path / "dist" / "index" / "gfx950" / "files").iterdir()}
+
+
+def point_at(project: Project, gh: FakeGitHub) -> None:
+    for key, value in {"githubApiUrl": gh.api_url, "githubUploadsUrl": gh.uploads_url, "githubWebUrl": gh.web_url,
+                       "githubPagesUrl": f"{gh.web_url}/pages/{{owner}}/{{repo}}"}.items():
+        project.ok("config", "set", f"rocm-bake:{key}", value)
+
+
+def test_a_mistyped_api_url_deletes_nothing_and_putting_it_back_is_whole(
+        published: tuple[Project, FakeGitHub], tmp_path: Path) -> None:
+    project, gh = published
+    local, pages = index_files(tmp_path), pages_on(gh)
+    assert wheels_on(gh) == local and pages
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]  # nothing listens once the socket is closed
+    project.ok("config", "set", "rocm-bake:githubApiUrl", f"http://127.0.0.1:{closed}")
+    failed = project.pulumi("up", "--yes", "--skip-preview")
+    assert failed.returncode != 0, failed.stdout[-3000:]
+    assert gh.state.release_by_tag(TAG) is not None, "the live release was deleted before its replacement existed"
+    assert wheels_on(gh) == local, "the live release's wheels were deleted before their replacement existed"
+    assert pages_on(gh) == pages, "the live index pages changed for a release that does not exist"
+
+    project.ok("config", "set", "rocm-bake:githubApiUrl", gh.api_url)
+    project.ok("up", "--yes", "--skip-preview")
+    assert wheels_on(gh) == local, "after the config is back, up must leave the release whole, not empty"
+    project.ok("preview", "--expect-no-changes")
+
+
+class Timeline(list):
+    """One fake's request log that also appends each answered request to a list shared by several fakes,
+    so the order between them is known."""
+
+    def __init__(self, who: str, shared: list[tuple[str, str, str, int]], entries: list) -> None:
+        super().__init__(entries)
+        self.who, self.shared = who, shared
+
+    def append(self, entry: tuple[str, str, int]) -> None:
+        self.shared.append((self.who, *entry))
+        super().append(entry)
+
+
+def test_a_release_moved_to_another_github_is_whole_there_before_the_old_one_goes(
+        published: tuple[Project, FakeGitHub], tmp_path: Path) -> None:
+    project, old = published
+    local, pages = index_files(tmp_path), pages_on(old)
+    with FakeGitHub(token=old.state.token) as new:
+        order: list[tuple[str, str, str, int]] = []
+        old.state.log, new.state.log = Timeline("old", order, old.state.log), Timeline("new", order, new.state.log)
+        new.inject("POST", r"/releases/\d+/assets$", 403, times=1000, body={"message": "uploads refused"})
+        point_at(project, new)
+        failed = project.pulumi("up", "--yes", "--skip-preview")
+        assert failed.returncode != 0 and "uploads refused" in failed.stdout + failed.stderr, failed.stdout[-3000:]
+        assert wheels_on(old) == local and pages_on(old) == pages, \
+            "the old release went before its replacement held every wheel"
+
+        new.state.faults.clear()
+        project.ok("up", "--yes", "--skip-preview")
+        assert wheels_on(new) == local, "the assets must follow their release to where it was replaced"
+        assert pages_on(new).keys() == pages.keys()
+        assert old.state.release_by_tag(TAG) is None and not pages_on(old), "the replaced release stays behind"
+        gone = next(i for i, (who, method, path, _) in enumerate(order)
+                    if who == "old" and method == "DELETE" and "/releases/" in path and "/assets/" not in path)
+        whole = max(i for i, (who, method, path, status) in enumerate(order)
+                    if who == "new" and status in (200, 201) and (method == "POST" and "/assets?" in path
+                                                               or method in ("PATCH", "POST") and "/git/refs" in path))
+        assert whole < gone, f"the old release was deleted (request {gone}) before the new one's last upload or " \
+                             f"pages commit (request {whole})"
+        project.ok("preview", "--expect-no-changes")
+        project.ok("destroy", "--yes", "--skip-preview")
+        assert new.state.release_by_tag(TAG) is None

@@ -20,6 +20,7 @@ import pytest
 
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.ports import free_port
 from rocm_bake.registry import server as registry_server
 from rocm_bake.registry.extract import fetch_wheels
 from rocm_bake.registry.client import RegistryClient, parse_challenge, parse_ref, scheme_for
@@ -237,13 +238,14 @@ def test_credentials_in_a_ref_are_refused_and_never_echoed(tmp_path: Path) -> No
     assert "s3cret" not in result.stdout + result.stderr and "Traceback" not in result.stderr
 
 
-def test_credentials_never_go_to_a_cleartext_token_realm_off_loopback() -> None:
+@pytest.mark.parametrize("realm_host", ["203.0.113.7", "127.0.0.1.evil.example"])
+def test_credentials_never_go_to_a_cleartext_token_realm_off_loopback(realm_host: str) -> None:
     """A registry may name any realm; a plain-http one elsewhere never gets the password (nor shows it)."""
 
     class Challenge(http.server.BaseHTTPRequestHandler):
         def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
             self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Bearer realm="http://u:pw@203.0.113.7/token",service="x"')
+            self.send_header("WWW-Authenticate", f'Bearer realm="http://u:pw@{realm_host}/token",service="x"')
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -255,7 +257,7 @@ def test_credentials_never_go_to_a_cleartext_token_realm_off_loopback() -> None:
     address = f"127.0.0.1:{server.server_address[1]}"
     try:
         client = RegistryClient(address, username="ci", password="s3cret", timeout_s=2)
-        with pytest.raises(RocmBakeError, match=r"token realm http://\*\*\*@203.0.113.7/token is plain http off "
+        with pytest.raises(RocmBakeError, match=rf"token realm http://\*\*\*@{realm_host}/token is plain http off "
                                                 r"loopback: refusing to send") as caught:
             client.resolve_digest(parse_ref(f"{address}/rocm-bake/torch:{TAG}"))
     finally:
@@ -285,7 +287,7 @@ def test_missing_binary_names_the_apt_package(tmp_path: Path, monkeypatch: pytes
 
 
 def test_server_cli_daemon_answers_v2(tmp_path: Path) -> None:
-    port = registry_server.free_port()
+    port = free_port()
     root = tmp_path / "daemon"
     started = subprocess.run(
         [sys.executable, "-m", "rocm_bake.registry.server", "--port", str(port), "--root", str(root), "--daemon"],

@@ -27,7 +27,7 @@ from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.client import RegistryClient, parse_ref, scheme_for, speaks_tls
 from rocm_bake.registry.extract import fetch_wheels
-from rocm_bake.registry.server import free_port
+from rocm_bake.ports import free_port
 from rocm_bake.registry.tls import SYSTEM_BUNDLES, RegistryTls, ensure_tls
 
 from tests.registry_fixtures import (  # noqa: F401 - fixtures
@@ -88,6 +88,30 @@ def test_ca_is_made_once_with_private_keys_and_a_loopback_certificate(tmp_path: 
     tls.server_cert.write_bytes(other.server_cert.read_bytes())  # signed by another CA: remade
     ensure_tls(tmp_path / "tls")
     openssl_text("verify", "-CAfile", str(tls.ca_cert), str(tls.server_cert))
+
+
+def test_the_ca_signs_only_for_the_loopback_names(tmp_path: Path) -> None:
+    """Trusted by the whole Pulumi process tree (SSL_CERT_FILE), the CA must not be able to vouch for GitHub."""
+    tls = ensure_tls(tmp_path / "tls")
+    constraints = openssl_text("x509", "-in", str(tls.ca_cert), "-noout", "-ext", "nameConstraints")
+    assert "critical" in constraints and "IP:127.0.0.0/255.0.0.0" in constraints and "DNS:localhost" in constraints \
+        and "IP:0:0:0:0:0:0:0:1/FFFF:FFFF:FFFF:FFFF:FFFF:FFFF:FFFF:FFFF" in constraints, constraints
+    key = tmp_path / "github-key.pem"
+    key.write_bytes(subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+                                   capture_output=True, check=True).stdout)
+    csr = subprocess.run(["openssl", "req", "-new", "-key", str(key), "-subj", "/CN=api.github.com"],
+                         capture_output=True, check=True).stdout
+    ext = tmp_path / "ext.cnf"
+    ext.write_text("subjectAltName=DNS:api.github.com\nbasicConstraints=critical,CA:FALSE\n")
+    forged = tmp_path / "github.pem"
+    forged.write_bytes(subprocess.run(["openssl", "x509", "-req", "-CA", str(tls.ca_cert), "-CAkey", str(tls.ca_key),
+                                       "-set_serial", "7", "-days", "1", "-extfile", str(ext)],
+                                      input=csr, capture_output=True, check=True).stdout)
+    verified = subprocess.run(["openssl", "verify", "-CAfile", str(tls.ca_cert), str(forged)],
+                              capture_output=True, text=True)
+    assert verified.returncode != 0 and "permitted subtree violation" in verified.stdout + verified.stderr, \
+        verified.stdout + verified.stderr
+    openssl_text("verify", "-CAfile", str(tls.ca_cert), str(tls.server_cert))  # its own leaf still verifies
 
 
 def test_bundle_keeps_the_system_roots_and_adds_our_ca(registry_tls: RegistryTls,

@@ -143,3 +143,62 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path: Path, setup: str | N
     assert message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert not (where / "versitygw.pid").exists()
+
+
+def test_a_port_held_only_by_closing_connections_is_kept(state, capsys) -> None:
+    """After a stop, the server's own closed connections sit in TIME_WAIT on its port: the port is still ours."""
+    where = state()
+    where.mkdir(parents=True)
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as versitygw's (Go's net.Listen) is
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = listener.accept()
+            accepted.close()  # the server side closes first: its end waits in TIME_WAIT on `port`
+            client.recv(1)
+    (where / "port").write_text(f"{port}\n")
+    server = state_server.start(where)
+    assert server.port == port, f"moved from its recorded port {port} to {server.port}: {capsys.readouterr().out}"
+
+
+def test_a_deleted_bucket_or_data_dir_is_said_never_silently_remade(state) -> None:
+    where = state()
+    first = state_server.start(where)
+    (first.bucket_dir / "marker").write_text("the team's checkpoints")
+    state_server.stop(where)
+    for gone in (first.bucket_dir, first.data):
+        subprocess.run(["rm", "-rf", str(gone)], check=True)
+        with pytest.raises(state_server.StateServerError) as refused:
+            state_server.start(where)
+        said = str(refused.value)
+        assert "team's state" in said and str(first.bucket_dir) in said and "gone" in said, said
+        assert not first.bucket_dir.exists(), "an empty bucket was made in place of the team's"
+        assert state_server.running_pid(where) is None, "a server was left running for a lost bucket"
+
+
+def test_the_pasted_aws_keys_reach_no_daemon(state, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export lines put AWS keys into the user's shell; versitygw, buildkitd and the registry never hold them."""
+    from rocm_bake.registry.local import start as start_registry, stop_registry
+    from rocm_bake.ports import free_port
+    from tests.engine_fixtures import builder_tool
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "rbPASTEDKEYID")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "pasted-secret-must-not-spread")
+    server = state_server.start(state())
+    registry_root = tmp_path / "registry"
+    kit = Path(os.path.realpath("/tmp")) / f"rb-kit-{os.getpid()}"
+    try:
+        start_registry(registry_root, free_port())
+        builder_tool.start("rb-aws-test", kit, ["127.0.0.1:9"], env={"BUILDX_CONFIG": str(tmp_path / "buildx")})
+        pids = {"versitygw": server.pid, "registry": int((registry_root / "registry.pid").read_text()),
+                "buildkitd": int((kit / "buildkitd.pid").read_text())}
+        holding = [name for name, pid in pids.items()
+                   if b"pasted-secret-must-not-spread" in Path(f"/proc/{pid}/environ").read_bytes()]
+        assert holding == [], f"the pasted AWS secret is in the environment of {holding}"
+    finally:
+        builder_tool.stop("rb-aws-test", kit, env={"BUILDX_CONFIG": str(tmp_path / "buildx")})
+        stop_registry(registry_root)
+        subprocess.run(["rm", "-rf", str(kit)], check=False)
+

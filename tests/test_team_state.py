@@ -272,3 +272,74 @@ def test_the_servers_secret_key_is_in_no_output_or_log(team: tuple[PulumiProject
     files_with_it = [path for path in files if secret.encode() in path.read_bytes()]
     in_repr = secret in repr(server)
     assert outputs_with_it == [] and files_with_it == [] and not in_repr
+
+
+# --- a shared stack that names no registry or builder -------------------------------------------------------
+
+DEFAULTS_STACK = f"team-defaults-{secrets.token_hex(3)}"
+
+
+def with_checkout_record(project: PulumiProject, checkout_id: str, registry: str, builder: str) -> PulumiProject:
+    """Give the project copy a checkout record (as `make` writes it): its own registry port and builder, and its
+    buildx config where this run's BUILDX_CONFIG points (as `make` and .tools/bin/pulumi give it)."""
+    record = project.dir / ".rocm-bake" / "checkout.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"id": checkout_id, "registry_port": int(registry.rsplit(":", 1)[1]),
+                                  "builder": builder}))
+    (project.dir / ".rocm-bake" / "buildx").symlink_to(project.env["BUILDX_CONFIG"])
+    project.env = {k: v for k, v in project.env.items() if not k.startswith("ROCM_BAKE_")}
+    return project
+
+
+def changed_resources(before: dict, after: dict) -> dict[str, list[str]]:
+    """URN name -> the keys of its inputs and outputs that differ between two exports (added or removed: '*').
+
+    ``__provider`` (a dynamic resource's provider code, serialized anew by every run that declares it) is no
+    value of the stack's and is left out.
+    """
+    def by_urn(export: dict) -> dict[str, dict]:
+        return {r["urn"].rsplit("::", 1)[-1] + f" ({r['type']})": r for r in export["deployment"]["resources"]}
+
+    old, new = by_urn(before), by_urn(after)
+    changed = {name: ["*"] for name in old.keys() ^ new.keys()}
+    for name in old.keys() & new.keys():
+        keys = [f"{part}.{key}" for part in ("inputs", "outputs")
+                for key in (old[name].get(part) or {}).keys() | (new[name].get(part) or {}).keys()
+                if key != "__provider" and (old[name].get(part) or {}).get(key) != (new[name].get(part) or {}).get(key)]
+        if keys:
+            changed[name] = sorted(keys)
+    return changed
+
+
+def test_a_stack_naming_no_registry_is_never_taken_over_by_another_checkout(
+        tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: BuildKit, base_ref: str,
+        server: state_server.StateServer) -> None:
+    """A's checkout defaults (its registry, its builder) are recorded in the shared stack by A's up; B's own
+    defaults differ, so B's preview and up are refused naming both, and the team's stack is left as it was."""
+    work = tmp_path_factory.mktemp("team-defaults")
+    env = {k: v for k, v in project_env(work / "unused", buildkit, work).items() if not k.startswith("AWS_")}
+    env.update(server.env())
+    config = yaml.safe_load(stack_file_text(registry, buildkit.builder, base_ref))["config"]
+    del config["rocm-bake:registry"], config["rocm-bake:builder"]
+    text = yaml.safe_dump({"config": config})
+    a = with_checkout_record(checkout(work, "alice", text, dict(env)), "aaaaaaaa", registry, buildkit.builder)
+    b = with_checkout_record(checkout(work, "bob", text, dict(env)), "bbbbbbbb", "127.0.0.1:9", "rocm-bake-bbbbbbbb")
+    for project in (a, b):
+        (project.dir / "stacks" / f"Pulumi.{STACK}.yaml").unlink()
+        (project.dir / "stacks" / f"Pulumi.{DEFAULTS_STACK}.yaml").write_text(text)
+    a.run("stack", "init", DEFAULTS_STACK, "--secrets-provider", "passphrase")
+    a.run("up", "--yes", "--skip-preview", stack=DEFAULTS_STACK)
+    before = json.loads(a.run("stack", "export", stack=DEFAULTS_STACK).stdout)
+    images = json.loads(a.run("stack", "output", "--json", "images", stack=DEFAULTS_STACK).stdout)
+    assert images["triton-wheel"].startswith(f"{registry}/"), images
+
+    for command in (("preview",), ("up", "--yes", "--skip-preview")):
+        refused = b.run(*command, stack=DEFAULTS_STACK, check=False)
+        said = refused.stdout + refused.stderr
+        assert refused.returncode != 0, f"pulumi {command[0]} in a second checkout took over the stack:\n{said[-4000:]}"
+        for value in (registry, buildkit.builder, "127.0.0.1:9", "rocm-bake-bbbbbbbb"):
+            assert value in said, f"the refusal does not name {value!r}:\n{said[-4000:]}"
+        assert "Traceback" not in said, said[-4000:]
+    after = json.loads(a.run("stack", "export", stack=DEFAULTS_STACK).stdout)
+    assert changed_resources(before, after) == {}, "B's refused up changed the team's stack"
+    a.run("preview", "--expect-no-changes", stack=DEFAULTS_STACK)

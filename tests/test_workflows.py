@@ -547,7 +547,7 @@ def test_stack_publish_deploy_refuses_a_loopback_registry(tmp_path: Path) -> Non
     assert "stacks/Pulumi.local.yaml" in done.stderr and out.read_text().count("publish=") == 1
     for registry, loop in (("localhost:5000", True), ("127.0.0.2", True), ("[::1]:5000", True),
                            ("ghcr.io", False), ("10.0.0.5:5000", False), ("[2001:db8::1]:443", False)):
-        assert stack_publish.is_loopback(registry) is loop, registry
+        assert stack_publish.is_loopback_registry(registry) is loop, registry
 
 
 # -- the build farm, for real: a buildkitd over mutual TLS ------------------------------------------------

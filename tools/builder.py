@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -48,10 +47,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from rocm_bake import daemons  # noqa: E402  (standard library only, like this script)
+
 TOOLS_BIN = ROOT / ".tools" / "bin"
 STATE = ROOT / ".rocm-bake" / "buildkit"
 #: This checkout's buildx config: builders registered here are seen by no other checkout.
 BUILDX_CONFIG = ROOT / ".rocm-bake" / "buildx"
+
+sys.path.insert(0, str(ROOT))
+from rocm_bake.loopback import is_loopback_registry  # noqa: E402 - the checkout's own package, standard library only
 
 
 @dataclass
@@ -71,11 +76,14 @@ class Builder:
         return self.state / "buildkitd.log"
 
 
-def binary(name: str) -> str:
+def find(name: str) -> str | None:
+    """``name`` in .tools/bin, else on PATH; None when neither has it (a fresh clone, or after `make clean`)."""
     path = TOOLS_BIN / name
-    if path.exists():
-        return str(path)
-    found = shutil.which(name)
+    return str(path) if path.exists() else shutil.which(name)
+
+
+def binary(name: str) -> str:
+    found = find(name)
     if found is None:
         sys.exit(f"builder: {name} not found in .tools/bin or on PATH: run `make setup`")
     return found
@@ -88,7 +96,7 @@ def config_text(registries: list[str], ca: Path | None = None) -> str:
         if ca is not None:
             lines += [f'[registry."{registry}"]', "  http = false", f"  ca = [{json.dumps(str(ca))}]"]
             continue
-        if not registry.startswith(("127.0.0.1:", "localhost:", "[::1]:")):
+        if not is_loopback_registry(registry):
             sys.exit(f"builder: {registry} is not a loopback registry; only loopback registries may be plain HTTP")
         lines += [f'[registry."{registry}"]', "  http = true", "  insecure = true"]
     return "\n".join(lines) + "\n"
@@ -101,13 +109,7 @@ def buildx(*args: str, env: dict[str, str] | None = None, check: bool = True) ->
 
 def running_pid(state: Path) -> int | None:
     """The pid of the buildkitd this state dir started, if it still runs (a reused pid is not ours)."""
-    try:
-        pid = int((state / "buildkitd.pid").read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    return pid if any(arg.endswith(b"buildkitd") for arg in cmdline[:1]) and str(state).encode() in b" ".join(cmdline) \
-        else None
+    return daemons.running_pid(state / "buildkitd.pid", "buildkitd", state)
 
 
 def registered_endpoint(name: str, env: dict[str, str] | None) -> str | None:
@@ -169,7 +171,7 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
     if pid is not None and config.exists() and config.read_text() != wanted:
         print(f"builder: restarting buildkitd (pid {pid}): its registries change to {', '.join(registries)}",
               flush=True)
-        stop_daemon(state, pid)
+        daemons.stop(state / "buildkitd.pid", "buildkitd", state, "builder")
         pid = None
     if pid is None:
         config.write_text(wanted)
@@ -178,7 +180,7 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
             process = subprocess.Popen(
                 [binary("buildkitd"), "--root", str(state / "root"), "--addr", f"unix://{socket}",
                  "--config", str(state / "buildkitd.toml")],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=daemons.daemon_env(),
             )
         pid = process.pid
         (state / "buildkitd.pid").write_text(str(pid))
@@ -200,36 +202,23 @@ def start(name: str, state: Path, registries: list[str], env: dict[str, str] | N
     return Builder(name, state, pid)
 
 
-def stop(name: str, state: Path, env: dict[str, str] | None = None) -> None:
-    """Stop our buildkitd and remove the registration only if it names our socket (never another's)."""
-    if registered_endpoint(name, env) == f"unix://{state / 'buildkitd.sock'}":
-        buildx("rm", name, env=env, check=False)
-    pid = running_pid(state)
-    if pid is None:
-        print("builder: not running")
+def stop(name: str | None, state: Path, env: dict[str, str] | None = None) -> None:
+    """Stop our buildkitd (by its pidfile: buildx is not needed), then remove the registration if it is ours.
+
+    Ours: it names our socket, or a socket in a checkout directory that no longer exists (this checkout
+    before it was moved). Without buildx (a fresh clone, after `make clean`) the registration stays in
+    this checkout's own buildx config; the next `make builder` takes it up again.
+    """
+    print(daemons.stop(state / "buildkitd.pid", "buildkitd", state, "builder"))
+    if name is None or find("buildx") is None:
         return
-    stop_daemon(state, pid)
-    print(f"builder: stopped buildkitd (pid {pid})")
-
-
-def stop_daemon(state: Path, pid: int) -> None:
-    """SIGTERM, up to 30 s for running builds to wind down, then SIGKILL."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-        for _ in range(300):
-            if running_pid(state) is None:
-                break
-            time.sleep(0.1)
-        else:
-            os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    (state / "buildkitd.pid").unlink(missing_ok=True)
+    endpoint = registered_endpoint(name, env)
+    if endpoint is not None and (endpoint == f"unix://{state / 'buildkitd.sock'}" or abandoned(endpoint)):
+        buildx("rm", name, env=env, check=False)
 
 
 def checkout_defaults() -> tuple[str, str]:
     """This checkout's builder name and registry (``.rocm-bake/checkout.json``, made on first use)."""
-    sys.path.insert(0, str(ROOT))
     from rocm_bake.checkout import ensure_checkout
     from rocm_bake.errors import RocmBakeError
 
@@ -238,6 +227,19 @@ def checkout_defaults() -> tuple[str, str]:
     except RocmBakeError as exc:
         sys.exit(f"builder: {exc}")
     return checkout.builder, checkout.registry
+
+
+def recorded_name() -> str | None:
+    """This checkout's builder name if it has chosen one (stop never makes the record, nor fails on a bad one)."""
+    from rocm_bake.checkout import load_checkout
+    from rocm_bake.errors import RocmBakeError
+
+    try:
+        checkout = load_checkout(ROOT)
+    except RocmBakeError as exc:
+        print(f"builder: {exc} (the buildkitd is still stopped; its buildx registration is left)", file=sys.stderr)
+        return None
+    return checkout.builder if checkout is not None else None
 
 
 def main() -> None:
@@ -251,13 +253,13 @@ def main() -> None:
                         help="reach the registries named over TLS trusting this CA (make registry's "
                              ".rocm-bake/tls/ca.pem); without it, plain HTTP to loopback only")
     args = parser.parse_args()
-    name, registry = checkout_defaults()
     # The checkout's own buildx config unless the caller chose one (the Makefile exports it).
     env = {"BUILDX_CONFIG": os.environ.get("BUILDX_CONFIG") or str(BUILDX_CONFIG)}
     if args.action == "start":
+        name, registry = checkout_defaults()
         start(args.name or name, args.state, args.registry or [registry], env=env, ca=args.registry_ca)
     elif args.action == "stop":
-        stop(args.name or name, args.state, env=env)
+        stop(args.name or recorded_name(), args.state, env=env)
     else:
         pid = running_pid(args.state)
         print(f"builder: {'running, pid ' + str(pid) if pid else 'not running'}")

@@ -466,7 +466,7 @@ done
 # (and what it starts) holds, so it wakes on any exit, kill -9 included, and it
 # holds the CLI's stdout and stderr until it is done, so whoever reads the
 # output to its end ($(...), a test reading its pipes) finds the stack files as
-# committed; make strips again after each pulumi line.
+# committed (make reads every pulumi line's output to its end).
 # The CLI keeps this process's pid (exec).
 fifo="$root/.rocm-bake/.salt-watch.$$"
 if [ "$PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER" = true ] && mkdir -p "$root/.rocm-bake" && mkfifo "$fifo" 2>/dev/null; then

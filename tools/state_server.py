@@ -29,7 +29,6 @@ import os
 import re
 import secrets
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from rocm_bake import daemons  # noqa: E402  (standard library only, like this script)
+
 TOOLS_BIN = ROOT / ".tools" / "bin"
 STATE = ROOT / ".rocm-bake" / "state-server"
 DEFAULT_BUCKET = "rocm-bake-state"
@@ -146,7 +148,10 @@ def free_port() -> int:
 
 
 def port_taken(port: int) -> bool:
+    """Whether something listens on ``port`` (a closed connection of our own server in TIME_WAIT does not count:
+    versitygw binds with SO_REUSEADDR, and so does this probe)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -179,13 +184,7 @@ def chosen_port(state: Path) -> int:
 
 def running_pid(state: Path) -> int | None:
     """The pid of the versitygw this state dir started, if it still runs (a reused pid is not ours)."""
-    try:
-        pid = int((state / "versitygw.pid").read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    ours = cmdline[0].endswith(b"versitygw") and str(state / "data").encode() in cmdline
-    return pid if ours else None
+    return daemons.running_pid(state / "versitygw.pid", "versitygw", state)
 
 
 def listening_inodes(port: int) -> set[str]:
@@ -219,7 +218,7 @@ def log_tail(state: Path, secret: str) -> str:
 
 def launch(state: Path, port: int, keys: Credentials) -> int:
     """Start versitygw (own session, keys in its environment only) and wait until it listens on ``port``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ROOT_", "VGW_"))}
+    env = daemons.daemon_env(also=("ROOT_", "VGW_"))
     env.update({"ROOT_ACCESS_KEY": keys.access_key_id, "ROOT_SECRET_KEY": keys.secret_access_key})
     with (state / "versitygw.log").open("a") as log:
         process = subprocess.Popen(
@@ -230,7 +229,7 @@ def launch(state: Path, port: int, keys: Credentials) -> int:
     deadline = time.monotonic() + 30
     while not listens(process.pid, port):
         if process.poll() is not None or time.monotonic() > deadline:
-            stop_daemon(state, process.pid)
+            stop_daemon(state)
             raise StateServerError(f"versitygw did not start on 127.0.0.1:{port} (log {state / 'versitygw.log'}): "
                                    + log_tail(state, keys.secret_access_key).strip().replace("\n", " | "))
         time.sleep(0.1)
@@ -240,6 +239,7 @@ def launch(state: Path, port: int, keys: Credentials) -> int:
 def start(state: Path = STATE, bucket: str = DEFAULT_BUCKET) -> StateServer:
     """Start versitygw on this checkout's port unless it runs already; make sure the bucket exists."""
     bucket = checked_bucket(bucket)
+    refuse_a_lost_bucket(state, bucket)
     (state / "data").mkdir(parents=True, exist_ok=True)
     state.chmod(0o700)  # the checkpoints are the team's: only through the S3 API, never by another local user
     keys = credentials(state)
@@ -265,35 +265,39 @@ def start(state: Path = STATE, bucket: str = DEFAULT_BUCKET) -> StateServer:
     if not server.bucket_dir.is_dir():
         server.bucket_dir.mkdir()
         say(f"made bucket {bucket} ({server.bucket_dir})")
+    made = made_buckets(state)
+    if bucket not in made:
+        (state / "buckets").write_text("".join(f"{name}\n" for name in sorted({*made, bucket})))
     return server
 
 
-def stop(state: Path = STATE) -> None:
-    pid = running_pid(state)
-    if pid is None:
-        say("not running")
-        return
-    stop_daemon(state, pid)
-    say(f"stopped versitygw (pid {pid}); the buckets stay in {state / 'data'}")
-
-
-def stop_daemon(state: Path, pid: int) -> None:
-    """SIGTERM to its session, up to 10 s to finish writes in flight, then SIGKILL."""
+def made_buckets(state: Path) -> set[str]:
+    """The buckets this state dir has served (``state/buckets``): one that is missing now was lost, not new."""
     try:
-        os.killpg(pid, signal.SIGTERM)
-        for _ in range(100):
-            if running_pid(state) is None:
-                break
-            try:
-                os.waitpid(pid, os.WNOHANG)  # reap it when it is our own child (tests start it in-process)
-            except ChildProcessError:
-                pass
-            time.sleep(0.1)
-        else:
-            os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    (state / "versitygw.pid").unlink(missing_ok=True)
+        return set((state / "buckets").read_text().split())
+    except OSError:
+        return set()
+
+
+def refuse_a_lost_bucket(state: Path, bucket: str) -> None:
+    """A bucket served here before whose directory (or the whole data dir) is gone is said, never remade empty."""
+    where = state / "data" / bucket
+    if bucket in made_buckets(state) and not where.is_dir():
+        gone = "the data directory" if not (state / "data").is_dir() else "the bucket's directory"
+        raise StateServerError(
+            f"bucket {bucket} is gone ({gone} was deleted): the team's state it held (every stack's checkpoints) was "
+            f"in {where}. Restore it there; to start an empty bucket on purpose, remove the line {bucket!r} from "
+            f"{state / 'buckets'}")
+
+
+def stop(state: Path = STATE) -> None:
+    said = stop_daemon(state)
+    print(f"{said}; the buckets stay in {state / 'data'}" if "stopped" in said else said, flush=True)
+
+
+def stop_daemon(state: Path) -> str:
+    """SIGTERM to its session, up to 10 s to finish writes in flight, then SIGKILL (``rocm_bake.daemons``)."""
+    return daemons.stop(state / "versitygw.pid", "versitygw", state, "state-server", grace_s=10.0)
 
 
 def print_exports(server: StateServer) -> None:

@@ -21,7 +21,6 @@ build farm cannot push to and which is gone when the job ends.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -30,21 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from rocm_bake.config import StackConfig, read_stack_file, stack_config_from_mapping, stack_file  # noqa: E402
 from rocm_bake.errors import RocmBakeError  # noqa: E402
-
-
-def is_loopback(registry: str) -> bool:
-    """``registry`` is ``host[:port]`` (IPv6 in brackets): is the host this machine?"""
-    host = registry.rsplit("]", 1)[0].lstrip("[") if registry.startswith("[") else registry.split(":", 1)[0]
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from rocm_bake.loopback import is_loopback_registry  # noqa: E402
 
 
 def facts(config: StackConfig, deploy: bool) -> dict[str, str]:
-    if deploy and is_loopback(config.registry):
+    if deploy and is_loopback_registry(config.registry):
         raise RocmBakeError(
             f"stack {config.stack}: rocm-bake:registry is {config.registry}, a loopback address; on a CI runner "
             "that is the runner itself, which the build farm cannot push to and which is gone after the job: "

@@ -14,12 +14,15 @@ Usage: ``python dockerfiles/demo/base.py --registry 127.0.0.1:5000 [--builder ro
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 #: Bump when the package list or trimming changes: it names the cache and the tag.
@@ -38,27 +41,46 @@ def cache_dir() -> Path:
     return root / "rocm-bake" / "demo-base" / BASE_VERSION
 
 
+@contextlib.contextmanager
+def cache_lock(directory: Path) -> Iterator[None]:
+    """The rootfs cache's lock: one build of it at a time on this machine (every checkout shares the cache)."""
+    with (directory / ".lock").open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"demo base: waiting for another build of the rootfs ({directory / '.lock'})", flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_rootfs() -> Path:
-    """The rootfs tarball, made once per BASE_VERSION (debootstrap takes about a minute)."""
+    """The rootfs tarball, made once per BASE_VERSION (debootstrap takes about a minute).
+
+    The cache is shared by every checkout here: it is built under the cache's lock (a second build waits,
+    then finds it made), in a private temporary directory, and appears by one atomic rename.
+    """
     out = cache_dir() / "rootfs.tar"
     if out.is_file():
         return out
     if shutil.which("debootstrap") is None:
         sys.exit("demo base: debootstrap not found: `make setup` installs it (apt-get install debootstrap)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        rootfs = Path(tmp) / "rootfs"
-        print(f"demo base: debootstrap {SUITE} with {', '.join(PACKAGES)} ...", flush=True)
-        subprocess.run(
-            ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(rootfs), MIRROR],
-            check=True, stdout=subprocess.DEVNULL,
-        )
-        for rel in TRIM:
-            shutil.rmtree(rootfs / rel, ignore_errors=True)
-        partial = out.with_suffix(".partial")
-        subprocess.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(partial), "."], check=True)
-        partial.rename(out)
+    with cache_lock(out.parent):
+        if out.is_file():
+            return out
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(dir=out.parent, prefix=".build-") as tmp:
+            rootfs = Path(tmp) / "rootfs"
+            print(f"demo base: debootstrap {SUITE} with {', '.join(PACKAGES)} ...", flush=True)
+            subprocess.run(
+                ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(rootfs), MIRROR],
+                check=True, stdout=subprocess.DEVNULL,
+            )
+            for rel in TRIM:
+                shutil.rmtree(rootfs / rel, ignore_errors=True)
+            partial = Path(tmp) / "rootfs.tar"
+            subprocess.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(partial), "."], check=True)
+            partial.replace(out)
     print(f"demo base: rootfs {out.stat().st_size >> 20} MiB in {time.monotonic() - started:.0f} s", flush=True)
     return out
 

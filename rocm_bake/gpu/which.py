@@ -268,7 +268,7 @@ def check_index_base(value: str) -> str:
     one anyone on the path can answer with other wheels."""
     from urllib.parse import urlsplit
 
-    from rocm_bake.http_waits import is_loopback
+    from rocm_bake.loopback import is_loopback
 
     base = value.rstrip("/")
     if not re.match(r"^(https?|file)://\S+$", base):

@@ -167,7 +167,12 @@ def check_dist(dist: Path) -> Path:
 def list_wheels(wheels_dir: Path, arch: ArchSet) -> list[Path]:
     """The ``*.whl`` files in ``wheels_dir`` (fetch's manifest and other files are not wheels)."""
     if not wheels_dir.is_dir():
-        raise RocmBakeError(f"wheels directory {wheels_dir} (index {arch}) does not exist")
+        from rocm_bake.path_kind import path_kind
+
+        kind = path_kind(wheels_dir)
+        raise RocmBakeError(f"wheels directory {wheels_dir} (index {arch}) " + (
+            f"is {kind}, not a directory (--wheels names the directory that holds the wheels)" if kind
+            else "does not exist"))
     try:
         wheels = sorted(p for p in wheels_dir.iterdir() if p.name.endswith(".whl"))
     except OSError as exc:

@@ -81,7 +81,10 @@ def wheel_targets(path: Path) -> WheelTargets:
     """Report the gfx targets in ``path``'s device code, reading it in place."""
     path = Path(path)
     if not path.is_file():
-        raise RocmBakeError(f"{path}: wheel not found")
+        from rocm_bake.path_kind import path_kind
+
+        kind = path_kind(path)
+        raise RocmBakeError(f"{path}: is {kind}, not a wheel file" if kind else f"{path}: wheel not found")
     sources: list[Source] = []
     elf_members = 0
     with open(path, "rb") as raw:

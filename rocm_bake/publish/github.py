@@ -199,6 +199,7 @@ class GitHubClient:
         backoff: float = 1.0,
         max_wait: float = 3600.0,
         timeout: float = DEFAULT_TIMEOUT_S,
+        token_source: str | None = None,
     ) -> None:
         if repo.count("/") != 1 or not all(repo.split("/")):
             raise RocmBakeError(f"GitHub repo {repo!r}: expected OWNER/NAME")
@@ -209,6 +210,8 @@ class GitHubClient:
         self.retry = RetryPolicy(attempts=max_attempts, budget_s=max_wait, wait_initial_s=backoff,
                                  wait_max_s=60.0, on_wait=self.counters.waits.append)
         self._has_token = bool(token)
+        #: Where the token came from, named in a 401 (several sources exist; the one that won is what was sent).
+        self.token_source = token_source
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
                    "User-Agent": "rocm-bake"}
         if token:
@@ -328,7 +331,9 @@ class GitHubClient:
         message, codes = _error_codes(response)
         status = response.status_code
         if status == 401:
-            hint = ("the token was rejected (bad, expired or revoked: GITHUB_TOKEN or rocm-bake:githubToken)"
+            sent = f"the token sent was {self.token_source}" if self.token_source else \
+                "GITHUB_TOKEN or rocm-bake:githubToken"
+            hint = (f"the token was rejected (bad, expired or revoked): {sent}"
                     if self._has_token else "no token was given; set GITHUB_TOKEN")
             text = f"{what}: 401 {message or 'Requires authentication'}: {hint}"
         elif status in (403, 404) and self._has_token and what.startswith(("GitHub POST", "GitHub PATCH",

@@ -212,7 +212,7 @@ def safe_link(url: str | None) -> str | None:
     """
     from urllib.parse import urlsplit
 
-    from rocm_bake.http_waits import is_loopback
+    from rocm_bake.loopback import is_loopback
 
     if not url or any(ch.isspace() or ord(ch) < 32 for ch in url):
         return None

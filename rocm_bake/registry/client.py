@@ -38,11 +38,11 @@ from rocm_bake.http_waits import (
     describe,
     hopeless,
     http_timeout,
-    is_loopback,
     redact,
     redact_url,
     retry_after_seconds,
 )
+from rocm_bake.loopback import is_loopback, split_host_port
 from rocm_bake.retry import RetryPolicy, Retryable
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -138,17 +138,6 @@ class ResolvedImage(BaseModel):
     media_type: str
     config: Descriptor
     layers: list[Descriptor]
-
-
-def split_host_port(registry: str) -> tuple[str, int | None]:
-    """``host:port`` / ``[::1]:port`` / ``host`` → (host without brackets, port or None)."""
-    if registry.startswith("["):
-        host, _, rest = registry[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
-    host, sep, port = registry.rpartition(":")
-    if sep and port.isdigit():
-        return host, int(port)
-    return registry, None
 
 
 def speaks_tls(host: str, port: int, timeout_s: float = 5.0) -> bool:

@@ -21,7 +21,7 @@ import socket
 import sys
 from pathlib import Path
 
-from rocm_bake.daemons import running_pid, stop
+from rocm_bake.daemons import cmdline, running_pid, stop
 from rocm_bake.errors import RocmBakeError
 
 PROGRAM = "docker-registry"
@@ -66,7 +66,8 @@ def start(root: Path, port: int, tls_dir: Path | None = None) -> str:
     root = root.resolve()
     pid = ours(root)
     scheme = "https" if tls_dir is not None else "http"
-    if pid is not None and configured_port(root) == port and serves_tls(root) == (tls_dir is not None):
+    if pid is not None and configured_port(root) == port and serves_tls(root) == (tls_dir is not None) \
+            and str(root / "config.yml").encode() in b" ".join(cmdline(pid)):  # moved: it serves the old path
         return f"registry already running on {scheme}://127.0.0.1:{port} (pid {pid}, this checkout's, root {root})"
     if pid is not None:
         print(f"registry: restarting this checkout's registry (pid {pid}) on {scheme}://127.0.0.1:{port}", flush=True)

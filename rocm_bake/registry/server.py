@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -29,7 +28,9 @@ from typing import NamedTuple
 import httpx
 import yaml
 
+from rocm_bake.daemons import daemon_env
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.ports import free_port
 from rocm_bake.registry.tls import RegistryTls, ensure_tls
 
 REGISTRY_BINARY = Path("/usr/bin/docker-registry")
@@ -56,12 +57,6 @@ def registry_binary() -> Path:
             f"(sudo apt-get install {APT_PACKAGE}); .ci/run installs it"
         )
     return REGISTRY_BINARY
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_config(root: Path, port: int, tls: RegistryTls | None = None, htpasswd: Path | None = None) -> Path:
@@ -124,6 +119,7 @@ def spawn(root: Path, port: int, *, detach: bool, tls: RegistryTls | None = None
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=detach,
+            env=daemon_env(),
         )
     finally:
         log.close()

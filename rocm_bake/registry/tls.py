@@ -9,7 +9,8 @@ really holds.
 Everything is made with the ``openssl`` CLI into one directory (``make``:
 ``.rocm-bake/tls``; tests: their temp dir):
 
-* ``ca.pem`` / ``ca-key.pem``: the CA, made once (the key 0600, never copied);
+* ``ca.pem`` / ``ca-key.pem``: the CA, made once (the key 0600, never copied),
+  name-constrained to the loopback names and addresses it signs for;
 * ``registry.pem`` / ``registry-key.pem``: the server certificate for
   ``127.0.0.1``, ``::1`` and ``localhost``, remade when missing, expiring or
   not signed by this CA;
@@ -56,6 +57,10 @@ SYSTEM_BUNDLES = (
     "/etc/ssl/cert.pem",
 )
 LOOPBACK_NAMES = "IP:127.0.0.1,IP:::1,DNS:localhost"
+#: What the CA may vouch for: loopback only. Every process under .tools/bin/pulumi trusts it (SSL_CERT_FILE),
+#: the GitHub providers included, so a leaked CA key must not be able to stand in for any other host.
+CA_NAME_CONSTRAINTS = ("nameConstraints=critical,permitted;IP:127.0.0.0/255.0.0.0,"
+                       "permitted;IP:::1/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff,permitted;DNS:localhost")
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,7 @@ def make_ca(tls: RegistryTls, name: str = "rocm-bake local registry CA") -> None
         "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
         "-addext", "keyUsage=critical,keyCertSign,cRLSign",
         "-addext", "subjectKeyIdentifier=hash",
+        "-addext", CA_NAME_CONSTRAINTS,
     )
     write_public(tls.ca_cert, cert)
 

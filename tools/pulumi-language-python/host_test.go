@@ -688,6 +688,39 @@ func TestLinkAddsAGeneratedSDKToRequirements(t *testing.T) {
 	}
 }
 
+func TestConfigTooLargeForTheEnvironmentNamesItsLargestKey(t *testing.T) {
+	huge := map[string]string{"rocm-bake:buildArgs": strings.Repeat("x", 200_000), "rocm-bake:dist": "dist"}
+	if _, _, err := configEnv(huge, nil); err == nil || !strings.Contains(err.Error(), "rocm-bake:buildArgs") ||
+		!strings.Contains(err.Error(), "195 KiB") {
+		t.Errorf("configEnv error = %v, want one naming rocm-bake:buildArgs and its size", err)
+	}
+	analyzer := &pulumirpc.AnalyzerStackConfigureRequest{Stack: "s", Config: huge}
+	if _, err := policyEnv(analyzer); err == nil || !strings.Contains(err.Error(), "rocm-bake:buildArgs") {
+		t.Errorf("policyEnv error = %v, want one naming rocm-bake:buildArgs", err)
+	}
+	if _, _, err := configEnv(map[string]string{"rocm-bake:dist": "dist"}, nil); err != nil {
+		t.Errorf("a small config is refused: %v", err)
+	}
+}
+
+func TestASyntaxErrorInTheProgramShowsItsOwnLinesNotTheHostsFrames(t *testing.T) {
+	python3(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "__main__.py"), []byte("import os\nx = (\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := newHost("", filepath.Join(dir, "no-exec-script")).Run(context.Background(), &pulumirpc.RunRequest{
+		Pwd: dir, Info: &pulumirpc.ProgramInfo{RootDirectory: dir, ProgramDirectory: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := resp.GetError()
+	if !strings.Contains(msg, filepath.Join(dir, "__main__.py")+"\", line 2") || !strings.Contains(msg, "SyntaxError") ||
+		strings.Contains(msg, "Traceback") || strings.Count(msg, "\n") > 5 {
+		t.Errorf("Run error = %q, want the program's file, line and SyntaxError in a few lines, no host frames", msg)
+	}
+}
+
 // -- InstallDependencies -------------------------------------------------------------------------
 
 type installStream struct {

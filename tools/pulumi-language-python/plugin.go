@@ -146,6 +146,9 @@ func policyEnv(config *pulumirpc.AnalyzerStackConfigureRequest) ([]string, error
 		if err != nil {
 			return nil, fmt.Errorf("the stack configuration is not JSON: %w", err)
 		}
+		if err := fitsTheEnvironment("PULUMI_CONFIG", len(data), config.GetConfig()); err != nil {
+			return nil, err
+		}
 		add("PULUMI_CONFIG", string(data))
 	}
 	return env, nil

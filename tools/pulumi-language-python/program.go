@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,6 +114,9 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	if program == "" {
 		program = req.GetProgram()
 	}
+	if msg := py.syntaxError(ctx, program); msg != "" {
+		return &pulumirpc.RunResponse{Error: msg}, nil
+	}
 	args := []string{"-u"}
 	var debug *debugSession
 	if req.GetAttachDebugger() {
@@ -137,7 +141,7 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	args = append(args, req.GetArgs()...)
 	config, secretKeys, err := configEnv(req.GetConfig(), req.GetConfigSecretKeys())
 	if err != nil {
-		return nil, err
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
 	}
 	runCtx, stop := h.boundTo(ctx)
 	defer stop()
@@ -188,6 +192,59 @@ func (p pythonEnv) canImport(ctx context.Context, module string) error {
 	return cmd.Run()
 }
 
+// maxEnvString is the longest one environment string may be (Linux's MAX_ARG_STRLEN, 32 pages):
+// exec refuses a longer one with "argument list too long", which names no key.
+const maxEnvString = 32 * 4096
+
+// fitsTheEnvironment refuses a config whose JSON (passed as one variable, name included) exec would
+// refuse, naming its largest value: the key the user made too large.
+func fitsTheEnvironment(name string, encoded int, config map[string]string) error {
+	if len(name)+1+encoded < maxEnvString {
+		return nil
+	}
+	largest := ""
+	for key, value := range config {
+		if largest == "" || len(value) > len(config[largest]) {
+			largest = key
+		}
+	}
+	return fmt.Errorf("%s: its value is %d KiB; the program and the policy pack receive the whole stack config in "+
+		"one environment variable (%s), which may be at most %d KiB: keep large data in a file and name the file",
+		largest, len(config[largest])/1024, name, maxEnvString/1024)
+}
+
+// compileCheck compiles one file and prints only what Python says about a syntax error in it.
+const compileCheck = `import sys, traceback
+path = sys.argv[1]
+try:
+    compile(open(path, "rb").read(), path, "exec")
+except SyntaxError as exc:
+    sys.stderr.write("".join(traceback.format_exception_only(exc)))
+    sys.exit(1)
+`
+
+// syntaxError is what is wrong with the program's main file when it does not compile, else "".
+// Run under the exec script, a syntax error there has no frame of the program's own, so the
+// script shows its whole traceback: some 25 lines of the host's and runpy's frames above the one
+// line that matters. Checked first, it is the file, the line and the error.
+func (p pythonEnv) syntaxError(ctx context.Context, program string) string {
+	main := program
+	if info, err := os.Stat(program); err == nil && info.IsDir() {
+		main = filepath.Join(program, "__main__.py")
+	}
+	if _, err := os.Stat(main); err != nil {
+		return "" // the exec script says what is missing
+	}
+	cmd := exec.CommandContext(ctx, p.Python, "-I", "-S", "-c", compileCheck, main)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	var exitErr *exec.ExitError
+	if err := cmd.Run(); errors.As(err, &exitErr) && exitErr.ExitCode() == 1 && stderr.Len() > 0 {
+		return "the program does not compile:\n" + strings.TrimRight(stderr.String(), "\n")
+	}
+	return ""
+}
+
 // configEnv is the stack config and its secret keys as the SDK reads them from the environment.
 // A stack with no config sends nil: the SDK expects {} and [] (json.Marshal(nil) is "null").
 func configEnv(config map[string]string, secretKeys []string) (string, string, error) {
@@ -199,6 +256,9 @@ func configEnv(config map[string]string, secretKeys []string) (string, string, e
 	}
 	c, err := json.Marshal(config)
 	if err != nil {
+		return "", "", err
+	}
+	if err := fitsTheEnvironment("PULUMI_CONFIG", len(c), config); err != nil {
 		return "", "", err
 	}
 	k, err := json.Marshal(secretKeys)
