@@ -196,6 +196,9 @@ def test_each_builder_builds_through_mutual_tls_and_pushes_with_the_login(farm: 
                                                                          pushed: dict[str, str]) -> None:
     layout = farm.layout
     assert layout.subnet.startswith("198.18.") and len(layout.bridge) <= 15
+    constraints = subprocess.run(["openssl", "x509", "-in", str(layout.tls_dir / "ca.pem"), "-noout", "-ext",
+                                  "nameConstraints"], capture_output=True, text=True, check=True).stdout
+    assert f"IP:198.18.{layout.slot}.0/255.255.255.0" in constraints, "the farm CA vouches for its subnet only"
     for host in BUILDERS:
         assert farm_mod.registered_endpoint(layout.root, layout.buildx_name(host)) == f"tcp://{layout.endpoint(host)}"
         assert f"/farm-test/{host}:gfx1201@sha256:" in pushed[host]

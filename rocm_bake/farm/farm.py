@@ -131,7 +131,7 @@ def build(layout: Layout, say: Say) -> Farm:
     say(f"network: bridge {layout.bridge} {layout.gateway}/24, namespaces {layout.prefix}-*")
     ca = RegistryTls(layout.tls_dir)
     ca.dir.mkdir(mode=0o700)
-    make_ca(ca, "rocm-bake farm CA")
+    make_ca(ca, "rocm-bake farm CA", layout.ca_constraints)
     write_bundle(ca)
     for host in BUILDERS:
         say(f"{host}: buildkitd pid {hosts.start_builder(layout, ca, host)}")

@@ -56,6 +56,11 @@ class Layout:
         return f"198.18.{self.slot}.0/24"
 
     @property
+    def ca_constraints(self) -> str:
+        """The farm CA vouches for the farm's own subnet only (openssl ``nameConstraints``)."""
+        return f"nameConstraints=critical,permitted;IP:198.18.{self.slot}.0/255.255.255.0"
+
+    @property
     def gateway(self) -> str:
         """The bridge's own address: how this host's namespace (make, buildx, pulumi) reaches the farm."""
         return f"198.18.{self.slot}.1"

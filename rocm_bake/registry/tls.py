@@ -131,8 +131,12 @@ def new_key() -> bytes:
     return openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256")
 
 
-def make_ca(tls: RegistryTls, name: str = "rocm-bake local registry CA") -> None:
-    """A CA of its own (key 0600), its common name ``name`` plus a random suffix: no two CAs look alike."""
+def make_ca(tls: RegistryTls, name: str = "rocm-bake local registry CA",
+            constraints: str = CA_NAME_CONSTRAINTS) -> None:
+    """A CA of its own (key 0600), its common name ``name`` plus a random suffix: no two CAs look alike.
+
+    ``constraints`` (an openssl ``nameConstraints`` extension) bound what it may vouch for: loopback by default.
+    """
     write_private(tls.ca_key, new_key())
     subject = f"/O=rocm-bake/CN={name} {secrets.token_hex(4)}"
     cert = openssl(
@@ -140,7 +144,7 @@ def make_ca(tls: RegistryTls, name: str = "rocm-bake local registry CA") -> None
         "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
         "-addext", "keyUsage=critical,keyCertSign,cRLSign",
         "-addext", "subjectKeyIdentifier=hash",
-        "-addext", CA_NAME_CONSTRAINTS,
+        "-addext", constraints,
     )
     write_public(tls.ca_cert, cert)
 
