@@ -26,12 +26,17 @@ AT_THE_ROOT = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]
 
 @dataclass(frozen=True)
 class ArchIndexArgs:
-    """The arch set, the images whose wheels it serves (fetched by digest), ``DIST`` and the ROCm version."""
+    """The arch set, the images whose wheels it serves (fetched by digest), ``DIST`` and the ROCm version.
+
+    ``index_base``: where the indexes are published (the stack's Pages site when it publishes), recorded in
+    the metapackage so that its ``python -m rocm_torch`` prints install lines that work; None when not publishing.
+    """
 
     arch: ArchSet
     images: Sequence[TargetImage]
     dist: str
     rocm_version: str
+    index_base: str | None = None
 
 
 class ArchIndex(pulumi.ComponentResource):
@@ -57,7 +62,7 @@ class ArchIndex(pulumi.ComponentResource):
         self.index = WheelIndex(
             f"index-{dir_name}",
             IndexInputs(arch=args.arch, wheels_dir=self.fetched.wheels_dir,  # type: ignore[arg-type]
-                        dist=str(args.dist), rocm_version=args.rocm_version),
+                        dist=str(args.dist), rocm_version=args.rocm_version, index_base=args.index_base),
             pulumi.ResourceOptions(parent=self, depends_on=[self.fetched], aliases=AT_THE_ROOT),
         )
         self.wheels_dir = self.fetched.wheels_dir

@@ -38,6 +38,8 @@ class IndexInputs(ProviderInputs):
     dist: str
     wheel_url: str | None = None
     rocm_version: str = DEFAULT_ROCM_VERSION
+    #: Where the indexes are published, recorded in the metapackage for ``python -m rocm_torch`` (None: unknown).
+    index_base: str | None = None
 
     OUTPUTS = ("wheel_count", "index_sha256", "metapackage", "files")
     EDGE_PARSERS = {"arch": ArchSet}
@@ -49,11 +51,11 @@ class IndexInputs(ProviderInputs):
     def plan(self) -> IndexPlan:
         """The index these inputs would build, planned in memory (a bad wheel raises the build's own error)."""
         return plan_index(self.arch, Path(self.wheels_dir), Path(self.dist), self.wheel_url,
-                          self.rocm_version or DEFAULT_ROCM_VERSION)
+                          self.rocm_version or DEFAULT_ROCM_VERSION, index_base=self.index_base)
 
     def build(self) -> IndexResult:
         return build_index(self.arch, Path(self.wheels_dir), Path(self.dist), wheel_url=self.wheel_url,
-                           rocm_version=self.rocm_version or DEFAULT_ROCM_VERSION)
+                           rocm_version=self.rocm_version or DEFAULT_ROCM_VERSION, index_base=self.index_base)
 
 
 def outputs(inputs: IndexInputs, result: IndexResult) -> dict[str, Any]:

@@ -89,7 +89,8 @@ def declare_wheel_pipeline(
     if not producers:
         return {"wheels": "not declared: no selected target produces wheels"}
     index = ArchIndex(f"arch-index-{config.index_name}", ArchIndexArgs(
-        arch=config.pytorch_rocm_arch, images=producers, dist=config.dist, rocm_version=config.rocm_version))
+        arch=config.pytorch_rocm_arch, images=producers, dist=config.dist, rocm_version=config.rocm_version,
+        index_base=published_index_base(config)))
     exports: dict[str, Any] = {
         "wheels_dir": index.wheels_dir,
         "wheel_count": index.wheel_count,
@@ -101,6 +102,15 @@ def declare_wheel_pipeline(
     exports.update(declare_publish(config, github_token() if config.publish else None,
                                    index_sha256=index.index_sha256))
     return exports
+
+
+def published_index_base(config: StackConfig) -> str | None:
+    """The Pages base this stack publishes its index under, when it publishes (else None: not known here)."""
+    if not config.publish or config.github_repo is None:
+        return None
+    from rocm_bake.publish.origin import pages_index_base
+
+    return pages_index_base(config.github_repo, config.github_pages_url)
 
 
 def warn_of_a_dead_builder(config: StackConfig) -> None:

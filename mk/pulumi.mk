@@ -49,11 +49,10 @@ demo: setup registry builder demo-base stack-$(DEMO_STACK) ## the main job here:
 	@echo
 	@echo "The $(DEMO_ARCH) index is in $(DIST)/index/$(DEMO_ARCH)/. Install from it:"
 	@echo
-	@echo "  pip install --index-url file://$(CURDIR)/$(DIST)/index/$(DEMO_ARCH)/ \\"
-	@echo "    --extra-index-url https://pypi.org/simple 'rocm-torch[device-$(DEMO_ARCH)]'"
+	@$(BIN)/rocm-bake index lines $(DIST) --arch $(DEMO_ARCH)
 	@echo
-	@echo "or serve it (python3 -m http.server $(DEMO_PORT) --directory $(DIST)) and use"
-	@echo "  --index-url http://127.0.0.1:$(DEMO_PORT)/index/$(DEMO_ARCH)/"
+	@echo "or serve it (python3 -m http.server $(DEMO_PORT) --directory $(DIST)) and take the lines of"
+	@echo "  $(BIN)/rocm-bake index lines $(DIST) --arch $(DEMO_ARCH) --base http://127.0.0.1:$(DEMO_PORT)/index"
 	@echo
 	@echo ".tools/bin/pulumi runs the CLI against this project's state: .tools/bin/pulumi preview -s $(DEMO_STACK) --expect-no-changes"
 	@echo "This checkout's registry (127.0.0.1:$(REGISTRY_PORT)) and builder ($(BUILDER)) keep running; make down stops them."

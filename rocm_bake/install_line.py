@@ -15,7 +15,9 @@ metapackage carries a copy of it, made at build time.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 #: The public index the PyPI dependencies (numpy and friends) come from.
 PYPI = "https://pypi.org/simple"
@@ -56,8 +58,14 @@ def requirement(dir_name: str, version: str) -> str:
 
 
 def locked_line(base: str, dir_name: str) -> str:
-    """The hash-locked line alone: it needs no version (the lock names every one, with its hash)."""
-    return f"pip install --require-hashes -r {index_url(base, dir_name)}{LOCK_FILE}"
+    """The hash-locked line alone: it needs no version (the lock names every one, with its hash).
+
+    The lock holds no index URL (the same file serves a local, a served and a
+    published index), so the line names both indexes; a candidate whose hash
+    is not the lock's is refused whichever index offers it.
+    """
+    url = index_url(base, dir_name)
+    return f"pip install --require-hashes --index-url {url} --extra-index-url {PYPI} -r {url}{LOCK_FILE}"
 
 
 def install_lines(base: str, dir_name: str, version: str) -> InstallLines:
@@ -73,3 +81,47 @@ def install_lines(base: str, dir_name: str, version: str) -> InstallLines:
         pip=f"pip install --index-url {url} --extra-index-url {PYPI} {pinned}",
         uv=f"uv pip install --index {url} --default-index {PYPI} {pinned}",
     )
+
+
+def lines_for(base: str, dir_name: str, version: str | None, locked: bool = True) -> list[str]:
+    """What to print for one index: the hash-locked line first when the index has a lock (``locked``),
+    then the pinned pip and uv lines when the metapackage's ``version`` is known (never an unpinned one)."""
+    lines = [locked_line(base, dir_name)] if locked else []
+    if version:
+        pinned = install_lines(base, dir_name, version)
+        lines += [pinned.pip, pinned.uv]
+    return lines
+
+
+def with_hint(lines: list[str]) -> list[str]:
+    """``lines`` followed by the check hint (nothing when there is no line)."""
+    return [*lines, CHECK_HINT] if lines else []
+
+
+_METAPACKAGE_WHEEL = re.compile(rf"^{METAPACKAGE.replace('-', '_')}-(?P<version>[^-]+)-py3-none-any\.whl$")
+
+
+def metapackage_version_of(filenames: list[str]) -> str | None:
+    """The version of the one ``rocm_torch`` wheel among an index's files; None when there is none, or more
+    than one (then no single version can be pinned)."""
+    versions = {m["version"] for n in filenames if (m := _METAPACKAGE_WHEEL.match(n))}
+    return versions.pop() if len(versions) == 1 else None
+
+
+def local_index_facts(index_dir: Path) -> tuple[str | None, bool]:
+    """(the metapackage's version, whether the lock is there) of an index directory on this host."""
+    try:
+        names = [p.name for p in (Path(index_dir) / "files").iterdir()]
+    except OSError:
+        names = []
+    return metapackage_version_of(names), (Path(index_dir) / LOCK_FILE).is_file()
+
+
+def file_index_dir(base: str, dir_name: str) -> Path | None:
+    """The directory a ``file://`` base's index is in; None for any other base (its facts are not here)."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(base)
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    return Path(unquote(parts.path)) / dir_name

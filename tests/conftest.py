@@ -18,7 +18,9 @@ first, which fails a test not so marked, naming what it started: a fast run
 never starts a service unseen.
 """
 
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,9 +33,9 @@ from tests import services  # noqa: E402  (after the path line: tests/ imports a
 
 #: Modules each of whose tests starts a service (the engine, BuildKit, a registry, sshd, versitygw, a farm).
 SERVICE_MODULES = {
-    "test_check_dockerfiles", "test_checkouts", "test_config_engine", "test_engine_run", "test_engines",
-    "test_extract", "test_farm", "test_farm_faults", "test_gpu_test", "test_gpu_test_engine", "test_language_host",
-    "test_lifecycle",
+    "test_arches_engine", "test_check_dockerfiles", "test_checkouts", "test_config_engine", "test_engine_run",
+    "test_engines", "test_extract", "test_farm", "test_farm_faults", "test_gpu_test", "test_gpu_test_engine",
+    "test_language_host", "test_lifecycle",
     "test_publish_rotation", "test_registry", "test_resume", "test_state_server", "test_team_state",
 }
 #: Shared fixtures (tests/*_fixtures.py) that start a service: a test using one is a service test wherever it is.
@@ -69,3 +71,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     services.running(None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def public_index_stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The public index every index build's lock resolves against: an empty simple index on loopback, never PyPI.
+
+    The test wheels need nothing from a public index, so an empty one resolves
+    their locks; the squatter tests serve their own stand-in with content.
+    """
+    from rocm_bake.index.check import serve
+    from rocm_bake.index.defaults import PUBLIC_INDEX_ENV
+
+    root = tmp_path_factory.mktemp("public-index")
+    (root / "simple").mkdir()
+    (root / "simple" / "index.html").write_text("<!DOCTYPE html><html><body></body></html>\n")
+    before = os.environ.get(PUBLIC_INDEX_ENV)
+    with serve(root) as served:
+        os.environ[PUBLIC_INDEX_ENV] = f"{served.url}/simple/"
+        yield os.environ[PUBLIC_INDEX_ENV]
+    if before is None:
+        os.environ.pop(PUBLIC_INDEX_ENV, None)
+    else:
+        os.environ[PUBLIC_INDEX_ENV] = before

@@ -188,7 +188,8 @@ def copy_makefiles(root: Path) -> None:
     shutil.copy(ROOT / "Makefile", root / "Makefile")
     shutil.copytree(ROOT / "mk", root / "mk")
     for name in ("rocm_bake/__init__.py", "rocm_bake/checkout.py", "rocm_bake/errors.py", "rocm_bake/daemons.py",
-                 "rocm_bake/lazy_face.py", "rocm_bake/registry/__init__.py", "rocm_bake/registry/local.py",
+                 "rocm_bake/lazy_face.py", "rocm_bake/loopback.py", "rocm_bake/registry/__init__.py",
+                 "rocm_bake/registry/local.py",
                  "tools/builder.py"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, root / name)
@@ -346,7 +347,8 @@ def test_which_index_without_a_gpu_says_what_to_do_next(tmp_path: Path) -> None:
     assert "rocm-bake which-index --sysfs-root DIR" in text, text
     for arch_set in configured_indexes():
         assert arch_set.dir_name in text, f"{arch_set.dir_name} missing from the arch list:\n{text}"
-    assert f'pip install --index-url {base}/ARCH/ --extra-index-url https://pypi.org/simple' in text, text
+    assert (f"pip install --require-hashes --index-url {base}/ARCH/ --extra-index-url https://pypi.org/simple "
+            f"-r {base}/ARCH/requirements.txt") in text, text
     assert f"every index, with its size and its pip and uv lines: {base}/" in text, text
     assert result.next_steps and not result.install
 

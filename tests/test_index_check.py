@@ -34,13 +34,18 @@ def test_each_index_installs_its_own_and_only_its_own(tmp_path: Path) -> None:
     assert report.ok, report.text()
     assert report.arches == list(ARCHES)
     assert [(r.arch, r.installer, r.kind) for r in report.results] == [
-        (a, i, k) for a in ARCHES for i in ("pip", "uv") for k in ("install", "refusal")
+        (a, i, k) for a in ARCHES for i in ("pip", "uv")
+        for k in (("install", "lock", "refusal") if i == "pip" else ("install", "lock", "pylock", "refusal"))
     ]
     for r in report.results:
         listed = {k: str(v) for k, v in index_wheels(dist, ArchSet(r.arch)).items()}
         if r.kind == "install":
             assert r.requirement == f"rocm-torch[device-{r.arch}]"
             assert r.installed == listed and len(r.installed) == len(ARCH_SET) + 1
+        elif r.kind in ("lock", "pylock"):  # each lock beside the index installs exactly the same set
+            name = "requirements.txt" if r.kind == "lock" else "pylock.toml"
+            assert r.requirement == f"-r {dist / 'index' / r.arch / name}"
+            assert r.installed == listed
         else:
             assert f"device-{r.arch}" not in r.requirement and "device-gfx1151" in r.requirement
             assert r.installed == {"rocm-torch": listed["rocm-torch"]}
@@ -67,6 +72,9 @@ def test_a_tampered_wheel_fails_the_check_readably(tmp_path: Path) -> None:
         assert r.problems[0] == f"{r.installer} exited {r.returncode}" and r.returncode != 0
         assert any(p.startswith("missing torch==") for p in r.problems)
     assert all(r.ok for r in report.results if r.kind == "refusal")
+    locked = [r for r in report.results if r.kind == "lock"]  # the lock refuses the swapped bytes by their hash
+    assert {r.installer for r in locked} == {"pip", "uv"} and not any(r.ok or r.installed for r in locked)
+    assert all("hash" in r.output_tail.lower() for r in locked), [r.output_tail for r in locked]
     text = report.text()
     assert "FAILED" in text and "missing torch==" in text and "index check: FAILED" in text
 
@@ -83,8 +91,8 @@ def test_an_index_declaring_another_arch_is_caught(tmp_path: Path, monkeypatch: 
         m.setattr(metapackage, "requirement_lines", leaky)
         build(dist, ("gfx950",))
     report = check_index(dist, [ArchSet("gfx950")], installers=("uv",))
-    install, refusal = report.results
-    assert install.ok and not refusal.ok and not report.ok
+    install, locked, pylocked, refusal = report.results
+    assert install.ok and locked.ok and pylocked.ok and not refusal.ok and not report.ok
     assert refusal.problems[0] == "the gfx950 index did not refuse other arches' extras cleanly"
     assert any(p.startswith("unexpected torch==") for p in refusal.problems)
 
@@ -104,12 +112,13 @@ def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["index", "check", str(dist), "--arch", "gfx1201", "--extra-index-url", dead, "--json"]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert out["ok"] and out["extra_index_url"] == dead and len(out["results"]) == 4
+    assert out["ok"] and out["extra_index_url"] == dead and len(out["results"]) == 7
     assert captured.err == ""  # --json: no progress
     assert cli.main(["index", "check", str(dist), "--no-extra-index", "--installer", "uv"]) == 0
     captured = capsys.readouterr()
     text = captured.out
-    assert "gfx1201  uv  installs its own" in text and "pip" not in text
+    assert "gfx1201  uv  installs its own" in text and "gfx1201  pip" not in text
+    assert "gfx1201  uv  installs its hash lock" in text and "gfx1201  uv  installs its pylock.toml" in text
     # each install check shows on stderr when it starts and how it ended
     assert captured.err.splitlines()[:2] == ["index check gfx1201: uv install ...",
                                              captured.err.splitlines()[1]]

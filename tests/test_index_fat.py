@@ -88,11 +88,15 @@ def test_fat_index_installs_its_combined_extra_and_refuses_single_arch_extras(
     report = check_index(dist)  # discovered from DIST/index/
     assert report.ok, report.text()
     assert [(r.installer, r.kind) for r in report.results] == [
-        ("pip", "install"), ("pip", "refusal"), ("uv", "install"), ("uv", "refusal")]
+        ("pip", "install"), ("pip", "lock"), ("pip", "refusal"),
+        ("uv", "install"), ("uv", "lock"), ("uv", "pylock"), ("uv", "refusal")]
     for r in report.results:
         assert r.arch == FAT
         if r.kind == "install":
             assert r.requirement == "rocm-torch[device-gfx950-gfx1201]"
+            assert len(r.installed) == len(ARCH_SET) + 1
+        elif r.kind in ("lock", "pylock"):  # the fat index's locks install the same set
+            assert r.requirement.startswith(f"-r {dist / 'index' / 'gfx950-gfx1201'}/")
             assert len(r.installed) == len(ARCH_SET) + 1
         else:
             offered = r.requirement[len("rocm-torch["):-1].split(",")

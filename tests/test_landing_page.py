@@ -25,6 +25,7 @@ import pytest
 from rocm_bake.archset import ArchSet
 from rocm_bake.cli import main
 from rocm_bake.index import build_index
+from rocm_bake.install_line import CHECK_HINT, install_lines
 from rocm_bake.publish import landing
 from rocm_bake.publish.landing import LANDING_PATH, LISTING_PATH
 from rocm_bake.publish.publisher import publish
@@ -132,12 +133,15 @@ def check_rows_match_what_is_published(page: str, files: dict[str, bytes], dist:
         assert when == listing[name]["published"]
         tag = f"wheels-{name}-rocm10.1.0"
         assert release == tag and found.links[name] == [f"{gh.web_url}/octo/rocm-bake/releases/tag/{tag}"]
-        pip, uv = landing.install_lines(base, name)
-        assert pip == (f"pip install --index-url {base}/{name}/ --extra-index-url https://pypi.org/simple "
-                       f'"rocm-torch[{target.extra}]"')
-        assert uv == (f"uv pip install --index {base}/{name}/ --default-index https://pypi.org/simple "
-                      f'"rocm-torch[{target.extra}]"')
-        assert install == f"pip{pip}uv{uv}"
+        version = summary["metapackage_version"]
+        assert version and "+h" in version and any(w.name == f"rocm_torch-{version}-py3-none-any.whl" for w in wheels)
+        pinned = install_lines(base, name, version)
+        assert pinned.pip == (f"pip install --index-url {base}/{name}/ --extra-index-url https://pypi.org/simple "
+                              f"'rocm-torch[{target.extra}]=={version}'")
+        hows = ["hash-locked (preferred)"] if summary["lock"] else []
+        lines = [pinned.locked] if summary["lock"] else []
+        expected = "".join(f"{h}{line}" for h, line in zip([*hows, "pip", "uv"], [*lines, pinned.pip, pinned.uv]))
+        assert install == expected + CHECK_HINT
 
 
 def test_publishing_three_indexes_one_after_another_lists_each_read_back_from_the_branch(

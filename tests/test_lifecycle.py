@@ -23,6 +23,7 @@ import contextlib
 import gzip
 import hashlib
 import html
+import io
 import json
 import os
 import re
@@ -32,6 +33,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -586,6 +588,11 @@ def test_publish_through_the_real_providers_and_repair_drift(project: PulumiProj
     assert published == local
     pages = github.state.branch_files()
     assert f"{PAGES_DIR}index.html" in pages
+    (metapackage,) = (name for name in local if name.startswith("rocm_torch-") and name.endswith(".whl"))
+    with zipfile.ZipFile(io.BytesIO(local[metapackage])) as zf:
+        recorded = json.loads(zf.read("rocm_torch/index.json"))["index_base"]
+    assert recorded == f"{github.web_url}/pages/{github.full_name}/{PAGES_DIR.rsplit('/', 2)[0]}", \
+        f"the published metapackage's checker must name the Pages index it is served from, not {recorded!r}"
 
     writes = len(api_writes(github))
     project.run("up", *POLICY, "--yes", "--skip-preview", stack="demo-gfx950")

@@ -31,6 +31,8 @@ EDGES: dict[tuple[str, str], str] = {
                                                       "to the policy pack",
     ("rocm_bake/registry/tags.py", "tag_arch_set"): "an image tag read back from a registry",
     ("rocm_bake/gpu/which.py", "configured_indexes"): "a stack file's rocm-bake:pytorchRocmArch, read from disk",
+    ("rocm_bake/commands/arches.py", "stack_passes"): "a stack file's rocm-bake:pytorchRocmArch, read from disk "
+                                                      "for a stack named by --stacks",
 }
 
 #: Files that still re-parse, owned by work under way elsewhere: ignored here, and this set must become empty.

@@ -72,11 +72,17 @@ def test_first_publish_creates_release_uploads_and_one_commit(gh: FakeGitHub, di
     pages = gh.state.branch_files()
     assert sorted(pages) == sorted([f"data/wheels/{ARCH}/{p}" for p in
                                     ["index.html", "index.json", "nixl/index.html", "rocm-torch/index.html",
-                                     "torch/index.html", "triton/index.html"]] + ["data/wheels/index.html", "data/wheels/index.json"])
+                                     "torch/index.html", "triton/index.html", "requirements.txt", "pylock.toml"]]
+                                  + ["data/wheels/index.html", "data/wheels/index.json"])
     assert gh.state.commit_count() == 1
     torch_page = pages[f"data/wheels/{ARCH}/torch/index.html"].decode()
     sha = hashlib.sha256(local_files(dist)[TORCH]).hexdigest()
     assert f'href="{gh.web_url}/octo/rocm-bake/releases/download/{TAG}/{TORCH.replace("+", "%2B")}#sha256={sha}"' in torch_page
+    # the locks go beside the pages: requirements.txt as built, pylock.toml pointing at the release's wheels
+    assert pages[f"data/wheels/{ARCH}/requirements.txt"] == (dist / "index" / ARCH / "requirements.txt").read_bytes()
+    pylock = pages[f"data/wheels/{ARCH}/pylock.toml"].decode()
+    assert f'url = "{gh.web_url}/octo/rocm-bake/releases/download/{TAG}/{TORCH.replace("+", "%2B")}"' in pylock
+    assert 'path = "files/' not in pylock
     assert result.pages_files == {p: git_blob_sha(d) for p, d in pages.items() if p.startswith(f"data/wheels/{ARCH}/")}
 
 

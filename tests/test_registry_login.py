@@ -50,6 +50,10 @@ class LoginRegistry:
         return f"{self.address}/{REPO}:{TAG}"
 
 
+#: This module's fixture that starts docker-registry (tests/conftest.py marks its tests ``services``).
+SERVICE_FIXTURES = {"login_registry"}
+
+
 @pytest.fixture(scope="module")
 def login_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoginRegistry]:
     """The image is pushed while the registry is open; then it restarts on the same storage asking for a login."""

@@ -105,10 +105,15 @@ def test_one_gpu_prints_the_exact_install_line(tmp_path: Path) -> None:
     result = result_for(sysfs(tmp_path, [0, 90500]))
     assert [c.gpu_arch for c in result.choices] == ["gfx950"]
     assert result.choices[0].native and not result.multi_arch
+    # a remote index: its version is not known here, so the hash-locked line alone (it pins through its lock)
     assert result.choices[0].install == (
-        f"pip install --index-url {BASE}/gfx950/ --extra-index-url https://pypi.org/simple "
-        '"rocm-torch[device-gfx950]"'
+        f"pip install --require-hashes --index-url {BASE}/gfx950/ --extra-index-url https://pypi.org/simple "
+        f"-r {BASE}/gfx950/requirements.txt"
     )
+    assert result.choices[0].install_lines == [result.choices[0].install]
+    text = wi.render(result)
+    assert "index gfx950/ (arches gfx950; extra device-gfx950)" in text
+    assert text.index(result.choices[0].install) < text.index("then run `python -m rocm_torch`")
 
 
 def test_two_different_gpus_with_no_covering_index_list_each_and_pin_processes(tmp_path: Path) -> None:
@@ -126,8 +131,8 @@ def test_two_different_gpus_with_no_covering_index_list_each_and_pin_processes(t
         "gfx1201": {"HIP_VISIBLE_DEVICES": "0"}, "gfx1151": {"HIP_VISIBLE_DEVICES": "1"}}
     text = wi.render(result)
     for arch in ("gfx1151", "gfx1201"):
-        assert f'pip install --index-url {BASE}/{arch}/ ' in text and f"uv pip install --index {BASE}/{arch}/ " in text
-        assert f'"rocm-torch[device-{arch}]"' in text
+        assert f"  pip install --require-hashes --index-url {BASE}/{arch}/ " in text
+        assert f"-r {BASE}/{arch}/requirements.txt" in text
     assert "ROCR_VISIBLE_DEVICES=1 python" in text and "HIP_VISIBLE_DEVICES=1 python" in text
     # never both variables on one command line: HIP renumbers what ROCr leaves visible
     assert not any("ROCR_VISIBLE_DEVICES" in line and "HIP_VISIBLE_DEVICES=" in line for line in text.splitlines())
@@ -137,12 +142,12 @@ def test_a_mixed_host_covered_by_a_fat_stack_gets_one_install_line(tmp_path: Pat
     """MI355X (gfx950) + R9700 (gfx1201): stacks/Pulumi.fat-gfx950-gfx1201.yaml covers both."""
     result = result_for(sysfs(tmp_path, [0, 90500, 120001]))
     assert result.multi_arch and result.covering_index == "gfx950-gfx1201"
-    assert result.install == (f"pip install --index-url {BASE}/gfx950-gfx1201/ --extra-index-url "
-                              'https://pypi.org/simple "rocm-torch[device-gfx950-gfx1201]"')
-    assert result.install_uv == (f"uv pip install --index {BASE}/gfx950-gfx1201/ --default-index "
-                                 'https://pypi.org/simple "rocm-torch[device-gfx950-gfx1201]"')
+    assert result.install_lines == [
+        f"pip install --require-hashes --index-url {BASE}/gfx950-gfx1201/ --extra-index-url "
+        f"https://pypi.org/simple -r {BASE}/gfx950-gfx1201/requirements.txt"]
     text = wi.render(result)
-    assert text.count("rocm-torch[") == 2 and "device-gfx950]" not in text
+    assert text.count("--require-hashes") == 1 and "/gfx950/" not in text
+    assert "index gfx950-gfx1201/ (arches gfx950, gfx1201; extra device-gfx950-gfx1201)" in text
 
 
 def test_three_gpus_of_two_arches_are_covered_and_three_arches_are_not(tmp_path: Path) -> None:
@@ -180,8 +185,8 @@ def test_a_three_arch_fat_stack_covers_a_three_arch_host_and_demo_stacks_do_not_
     result = wi.run_which_index(host, BASE, no_rocminfo, conf)
     assert result.configured == ["gfx950", "gfx1151", "gfx1201", "gfx1151-gfx950-gfx1201"]
     assert result.covering_index == "gfx1151-gfx950-gfx1201"  # the stack's declared order
-    assert result.install == wi.install_line(BASE, "gfx1151-gfx950-gfx1201")
-    assert result.install.endswith('"rocm-torch[device-gfx1151-gfx950-gfx1201]"')
+    assert result.install_lines == wi.install_lines(BASE, "gfx1151-gfx950-gfx1201")
+    assert result.install.endswith("/gfx1151-gfx950-gfx1201/requirements.txt")
     # the demo stack's fat build is never the answer for the public URL: two arches are not covered here
     pair = wi.run_which_index(sysfs(tmp_path / "pair", [0, 90500, 120001]), BASE, no_rocminfo, conf)
     assert pair.covering_index == "gfx1151-gfx950-gfx1201"
@@ -272,7 +277,7 @@ def test_rocminfo_fallback_when_sysfs_absent(tmp_path: Path) -> None:
     result = result_for(tmp_path, rocminfo=fake)
     assert calls == [1] and result.detection.source == "rocminfo"
     assert [(g.gfx, g.marketing_name) for g in result.detection.gpus] == [("gfx1201", "AMD Radeon RX 9070 XT")]
-    assert result.choices[0].install.endswith('"rocm-torch[device-gfx1201]"')
+    assert result.choices[0].install.endswith("/gfx1201/requirements.txt")
     # sysfs wins when present: rocminfo is not consulted
     result_for(sysfs(tmp_path / "s", [0, 90500]), rocminfo=fake)
     assert calls == [1]
@@ -311,9 +316,9 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatc
     assert main(["which-index", "--sysfs-root", str(root), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["multi_arch"] is True and data["covering_index"] == "gfx950-gfx1201"
-    assert data["install"] == wi.install_line(BASE, "gfx950-gfx1201")
-    assert data["install_uv"] == wi.uv_install_line(BASE, "gfx950-gfx1201")
-    assert [c["install"] for c in data["choices"]] == [wi.install_line(BASE, "gfx950"), wi.install_line(BASE, "gfx1201")]
+    assert data["install_lines"] == wi.install_lines(BASE, "gfx950-gfx1201")
+    assert [c["install_lines"] for c in data["choices"]] == [wi.install_lines(BASE, "gfx950"),
+                                                             wi.install_lines(BASE, "gfx1201")]
     assert [c["devices"] for c in data["choices"]] == [[0], [1]]
     assert "gfx950-gfx1201" in data["configured"]
     mixed = sysfs(tmp_path / "mixed", [0, 120001, 110501])
@@ -329,18 +334,34 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatc
     assert "--index-url file:///srv/idx/gfx950-gfx1201/" in out and "fat-build index" in out
 
 
-def test_no_default_index_base_without_a_github_origin(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """No built-in site: which-index and the landing page take their default from the origin remote alone."""
+def test_no_publish_target_answers_with_the_placeholder_base(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """No built-in site: with no --index-base, no stack's githubRepo and no GitHub origin, which-index still
+    names the index (arch set, directory, extra), prints its lines over the placeholder and says how to give it."""
     from rocm_bake.publish import origin
 
     root = sysfs(tmp_path, [0, 90500])
     monkeypatch.setattr(origin, "origin_github_repo", lambda *_: None)
-    assert main(["which-index", "--sysfs-root", str(root)]) == 2
-    assert "--index-base: no default: this checkout's origin remote is not on GitHub" in capsys.readouterr().err
+    assert main(["which-index", "--sysfs-root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "index gfx950/ (arches gfx950; extra device-gfx950)" in out
+    assert ("  pip install --require-hashes --index-url <your index base>/gfx950/ --extra-index-url "
+            "https://pypi.org/simple -r <your index base>/gfx950/requirements.txt") in out
+    assert "give it with --index-base URL" in out and "rocm-bake:githubRepo" in out
+    mixed = sysfs(tmp_path / "mixed", [0, 90500, 120001])
+    assert main(["which-index", "--sysfs-root", str(mixed), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["index_base"] == "<your index base>" and "--index-base" in data["base_hint"]
+    assert data["install"].startswith("pip install --require-hashes --index-url <your index base>/gfx950-gfx1201/")
+    # the stacks' publish settings give the base (before the origin remote)
+    conf = stacks(tmp_path / "stacks", gfx950=None)
+    (conf / "Pulumi.gfx950.yaml").write_text('config:\n  rocm-bake:githubRepo: team/wheels\n')
+    result = wi.run_which_index(root, None, no_rocminfo, conf)
+    assert result.index_base == "https://team.github.io/wheels/data/wheels" and result.base_hint is None
     monkeypatch.setattr(origin, "origin_github_repo", lambda *_: "fork/rb")
     assert main(["which-index", "--sysfs-root", str(root)]) == 0
-    assert "--index-url https://fork.github.io/rb/data/wheels/gfx950/ " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "--index-url https://fork.github.io/rb/data/wheels/gfx950/ " in out and "<your index base>" not in out
 
 
 @pytest.mark.parametrize("base", ["http://wheels.example/idx", "http://10.0.0.5:8081/index"])

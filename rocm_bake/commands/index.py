@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="href prefix for offsite wheels (e.g. a GitHub release download URL)")
     build.add_argument("--rocm-version", default=DEFAULT_ROCM_VERSION,
                        help=f"ROCm version the wheels' versions must carry (default {DEFAULT_ROCM_VERSION})")
+    build.add_argument("--index-base", default=None,
+                       help="where the indexes are served (BASE/<arch>/), recorded in rocm-torch so that "
+                            "`python -m rocm_torch` prints real install lines (default: not recorded)")
     build.add_argument("--json", action="store_true", help="print the result as JSON (no progress on stderr)")
     build.add_argument("--quiet", action="store_true", help="no progress on stderr")
     build.set_defaults(func=run_build)
@@ -56,6 +59,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.set_defaults(func=run_check)
 
     register_page(sub)
+    register_lines(sub)
+
+
+def register_lines(sub: argparse._SubParsersAction) -> None:
+    lines = sub.add_parser("lines", help="print the install lines of DIST/index/<arch>/ (hash-locked, pinned pip, uv)")
+    lines.add_argument("dist", type=Path, help="DIST holding index/<arch>/")
+    lines.add_argument("--arch", required=True, type=arch_argument(ArchSet), help="the index's arch, e.g. gfx950")
+    lines.add_argument("--base", default=None,
+                       help="where DIST/index is served, e.g. http://127.0.0.1:8081/index "
+                            "(default: DIST/index as a file:// URL)")
+    lines.set_defaults(func=run_lines)
+
+
+def local_base(dist: Path) -> str:
+    """``DIST/index`` as a ``file://`` URL: the base of the lines for an index on this host."""
+    return (Path(dist) / "index").resolve().as_uri()
+
+
+def index_lines(dist: Path, dir_name: str, base: str | None = None) -> list[str]:
+    """The install lines of ``DIST/index/<dir_name>/`` served at ``base``, each indented, then the check hint.
+
+    The version and the lock are read from the index on disk, so a line is
+    never printed unpinned nor pointing at a lock that is not there.
+    """
+    from rocm_bake.install_line import lines_for, local_index_facts, with_hint
+
+    version, locked = local_index_facts(Path(dist) / "index" / dir_name)
+    found = lines_for(base or local_base(dist), dir_name, version, locked)
+    out = [f"  {line}" for line in with_hint(found)]
+    if found and not locked:
+        out.append("  (no hash lock beside this index: `rocm-bake index build` could not resolve it)")
+    return out
+
+
+def run_lines(args: argparse.Namespace) -> int:
+    from rocm_bake.errors import RocmBakeError
+
+    arch: ArchSet = args.arch
+    lines = index_lines(args.dist, arch.dir_name, args.base)
+    if not lines:
+        raise RocmBakeError(f"{args.dist}/index/{arch.dir_name}: no index with a rocm-torch metapackage here; "
+                            f"run `rocm-bake index build` first")
+    print("\n".join(lines))
+    return 0
 
 
 def register_page(sub: argparse._SubParsersAction) -> None:
@@ -72,7 +119,7 @@ def register_page(sub: argparse._SubParsersAction) -> None:
 def run_page(args: argparse.Namespace) -> int:
     from rocm_bake.publish.landing import write_local_page
 
-    base_url = args.base_url or (args.dist / "index").resolve().as_uri()  # local lines for a local page
+    base_url = args.base_url or local_base(args.dist)  # local lines for a local page
     listed = write_local_page(args.dist, args.out, base_url, args.rocm_version)
     print(f"{args.out / 'index.html'}: {len(listed)} index(es): {', '.join(listed)}")
     return 0
@@ -104,15 +151,20 @@ def _quiet(args: argparse.Namespace) -> Iterator[None]:
         progress.set_quiet(before)
 
 
-def _print_build(result: dict[str, Any], as_json: bool) -> None:
+def _print_build(result: dict[str, Any], as_json: bool, dist: Path) -> None:
     if as_json:
         print(json.dumps(result, indent=2))
         return
     print(f"{result['index_dir']}: {result['wheel_count']} wheels (metapackage {result['metapackage']})"
           + (" — unchanged" if result.get("unchanged") else f" — {result.get('files_written', 0)} file(s) written"))
     print(f"index_sha256 {result['index_sha256']}")
-    print(f'install: pip install --index-url <base>/index/{result["dir_name"]}/ '
-          f'--extra-index-url {PYPI} "rocm-torch[{result["extra"]}]"')
+    if result.get("exposed"):
+        print(f"exposed pins (no local version segment: a public index could serve the same version; only the "
+              f"hash lock refuses another file): {', '.join(result['exposed'])}")
+    if result.get("lock_missing"):
+        print(f"lock: missing (no requirements.txt beside the index, no hash-locked line): {result['lock_missing']}")
+    print("install (from this host; served elsewhere, `rocm-bake index lines --base URL` gives that base's):")
+    print("\n".join(index_lines(dist, result["dir_name"])))
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -120,14 +172,17 @@ def run_build(args: argparse.Namespace) -> int:
 
     # The warm path: nothing changed since the last build, proven from stat alone.
     arch: ArchSet = args.arch
-    hit = stamp.quick_result(args.out, arch.dir_name, arch.spelling, args.wheels, args.wheel_url, args.rocm_version)
-    if hit is None:
+    if args.index_base:  # as the build records it, so the warm path compares like with like
+        args.index_base = args.index_base.rstrip("/") or args.index_base
+    hit = stamp.quick_result(args.out, arch.dir_name, arch.spelling, args.wheels, args.wheel_url, args.rocm_version,
+                             args.index_base)
+    if hit is None or "lock" not in hit:  # built before indexes had locks: built again, with its lock
         from rocm_bake.index import build_index
 
         with _quiet(args):
-            hit = build_index(arch, args.wheels, args.out, wheel_url=args.wheel_url,
-                              rocm_version=args.rocm_version).model_dump(mode="json")
-    _print_build(hit, args.json)
+            hit = build_index(arch, args.wheels, args.out, wheel_url=args.wheel_url, rocm_version=args.rocm_version,
+                              index_base=args.index_base).model_dump(mode="json")
+    _print_build(hit, args.json, args.out)
     return 0
 
 

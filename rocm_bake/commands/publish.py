@@ -74,6 +74,17 @@ def run(args: argparse.Namespace) -> int:
     if not result.dry_run:
         commit = result.pages_commit or "none (unchanged)"
         print(f"done: {result.uploads} uploaded, {result.deletes} deleted, gh-pages commit {commit}")
-        print(f'install: pip install --index-url {result.plan.pages_url} '
-              f'--extra-index-url https://pypi.org/simple "rocm-torch[{args.arch.extra}]"')
+        print("install:")
+        print("\n".join(published_lines(args.dist, args.arch, endpoints.pages_base(repo))))
     return 0
+
+
+def published_lines(dist: Path, arch: ArchSet, pages_base: str) -> list[str]:
+    """The published index's install lines (version and lock as the local index, just published, has them)."""
+    from rocm_bake.index.build import index_dir
+    from rocm_bake.install_line import lines_for, local_index_facts, with_hint
+    from rocm_bake.publish.origin import PAGES_WHEELS
+
+    version, locked = local_index_facts(index_dir(dist, arch))
+    lines = lines_for(f"{pages_base.rstrip('/')}/{PAGES_WHEELS}", arch.dir_name, version, locked)
+    return [f"  {line}" for line in with_hint(lines)]

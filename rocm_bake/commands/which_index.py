@@ -28,25 +28,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sysfs-root", type=Path, default=Path("/"), help="root holding sys/class/kfd (default /)")
     parser.add_argument("--index-base", default=None,
                         help="index base URL: https, or http to loopback, or file:// (default: the Pages site of "
-                             "this checkout's origin remote when it is on GitHub, .../data/wheels)")
+                             "the stacks' rocm-bake:githubRepo, else of this checkout's origin remote when it is on "
+                             "GitHub, .../data/wheels; else the lines show <your index base>)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, rocminfo: Any = None) -> int:
-    """Exit 0 when at least one install line was printed, 1 when none could be."""
+    """Exit 0 when at least one install line was printed (with the placeholder base when none was given),
+    1 when none could be."""
     from rocm_bake.gpu.detect import run_rocminfo
-    from rocm_bake.errors import RocmBakeError
     from rocm_bake.gpu.which import render, run_which_index
-    from rocm_bake.publish.origin import index_base
 
-    try:
-        base, missing = index_base(args.index_base, "--index-base"), None
-    except RocmBakeError as exc:  # only an error once there is an install line to print
-        base, missing = "https://index.invalid", exc
-    result = run_which_index(args.sysfs_root, base, rocminfo or run_rocminfo)
-    if missing is not None and (any(c.install for c in result.choices) or result.install):
-        raise missing
+    result = run_which_index(args.sysfs_root, args.index_base, rocminfo or run_rocminfo)
     if args.json:
         print(json.dumps(result.model_dump(), indent=2))
     else:

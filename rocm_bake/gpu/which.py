@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
 from rocm_bake.archset import Arch, ArchSet, sorted_arches
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.gpu import Detection, Gpu, RocminfoRunner, detect_gpus, run_rocminfo
+from rocm_bake.gpu.kfd import RUN_WHERE_THE_GPUS_ARE, no_gpu_message
 from rocm_bake.offload import GENERIC_COVERS
 
 #: The published gh-pages index (wheels live in per-arch releases).
@@ -36,8 +38,9 @@ class Choice(BaseModel):
     index_arch: Arch | None
     native: bool
     reason: str
+    #: The preferred install line (the hash-locked one when there is a lock); ``install_lines`` holds them all.
     install: str | None
-    install_uv: str | None = None
+    install_lines: list[str] = []
     env: dict[str, str] = {}
     #: On a mixed host with no covering index: the environment that shows a process only these GPUs
     #: (``ROCR_VISIBLE_DEVICES``, the runtime's own filter, seen by HIP and everything above it).
@@ -56,26 +59,30 @@ class WhichIndex(BaseModel):
     #: The configured index (a fat stack) whose arches cover every GPU here, when there is one.
     covering_index: str | None = None
     install: str | None = None
-    install_uv: str | None = None
+    install_lines: list[str] = []
+    #: The index base the lines hang off; the placeholder when none was given (then ``base_hint`` says how).
+    index_base: str = ""
+    base_hint: str | None = None
     #: With no GPU found: what to do instead (run it where the GPUs are, or pick an index by hand).
     next_steps: list[str] = []
 
 
-def install_line(index_base: str, dir_name: str) -> str:
-    """The exact command; ``--extra-index-url`` is not optional (numpy et al. live on PyPI).
+def install_lines(index_base: str, dir_name: str) -> list[str]:
+    """The index's install lines (``rocm_bake.install_line`` writes them), hash-locked first.
 
     ``dir_name`` is an index directory name: ``gfx950``, or a fat build's
-    ``gfx950-gfx1201``, whose extra is ``device-gfx950-gfx1201``.
+    ``gfx950-gfx1201``, whose extra is ``device-gfx950-gfx1201``. The pinned
+    pip and uv lines need the metapackage's version, known only for an index
+    on this host (a ``file://`` base); a remote index gets the hash-locked line,
+    which pins every version through its lock.
     """
-    return (
-        f"pip install --index-url {index_base}/{dir_name}/ --extra-index-url {PYPI} "
-        f'"rocm-torch[device-{dir_name}]"'
-    )
+    from rocm_bake.install_line import file_index_dir, lines_for, local_index_facts
 
-
-def uv_install_line(index_base: str, dir_name: str) -> str:
-    """uv prefers ``--extra-index-url`` over ``--index-url``, so say which index is which."""
-    return f'uv pip install --index {index_base}/{dir_name}/ --default-index {PYPI} "rocm-torch[device-{dir_name}]"'
+    local = file_index_dir(index_base, dir_name)
+    if local is None or not local.is_dir():  # not on this host: its lock pins what its version would
+        return lines_for(index_base, dir_name, None)
+    version, locked = local_index_facts(local)
+    return lines_for(index_base, dir_name, version, locked)
 
 
 def configured_indexes(stacks_dir: Path | None = None) -> list[ArchSet]:
@@ -163,6 +170,12 @@ def nearest_compatible(gpu_arch: str, supported: list[Arch]) -> Arch | None:
     return min(candidates)[1] if candidates else None
 
 
+def _lines(index_base: str, dir_name: str) -> dict[str, Any]:
+    """``install`` (the preferred line) and ``install_lines`` (every line) of one index, as model fields."""
+    lines = install_lines(index_base, dir_name)
+    return {"install": lines[0] if lines else None, "install_lines": lines}
+
+
 def choose(gpu_arch: str, gpus: list[Gpu], supported: list[Arch], index_base: str) -> Choice:
     """The index for the GPUs of one detected processor (``gpu_arch``: KFD's name, which may be an arch
     this project does not know, so a plain ``str``), among the single-arch indexes ``supported``."""
@@ -171,8 +184,7 @@ def choose(gpu_arch: str, gpus: list[Gpu], supported: list[Arch], index_base: st
     if native is not None:
         return Choice(
             gpu_arch=gpu_arch, gpus=where, index_arch=native, native=True,
-            reason=f"{gpu_arch} is built by this project", install=install_line(index_base, native),
-            install_uv=uv_install_line(index_base, native),
+            reason=f"{gpu_arch} is built by this project", **_lines(index_base, native),
         )
     near = nearest_compatible(gpu_arch, supported)
     if near is None:
@@ -187,7 +199,7 @@ def choose(gpu_arch: str, gpus: list[Gpu], supported: list[Arch], index_base: st
     override = f"{major}.{minor}.{stepping}"
     return Choice(
         gpu_arch=gpu_arch, gpus=where, index_arch=near, native=False,
-        install=install_line(index_base, near), install_uv=uv_install_line(index_base, near),
+        **_lines(index_base, near),
         env={"HSA_OVERRIDE_GFX_VERSION": override},
         reason=(
             f"{gpu_arch} is not built by this project; the nearest ISA-compatible arch is {near} "
@@ -219,7 +231,7 @@ def which_index(detection: Detection, configured: list[ArchSet], index_base: str
     names = [s.dir_name for s in configured]
     if not detection.gpus:
         return WhichIndex(detection=detection, choices=choices, multi_arch=False, configured=names,
-                          message=f"no AMD GPU found (looked at {' and '.join(detection.looked_at)})",
+                          message=no_gpu_message(detection.looked_at),
                           next_steps=no_gpu_next_steps(names, index_base))
     multi = len(host) > 1
     fat = covering(set(host), configured)
@@ -229,7 +241,7 @@ def which_index(detection: Detection, configured: list[ArchSet], index_base: str
                 else f"{host[0]} GPUs, which have no index of their own")
         return WhichIndex(
             detection=detection, choices=choices, multi_arch=multi, configured=names, covering_index=name,
-            install=install_line(index_base, name), install_uv=uv_install_line(index_base, name),
+            **_lines(index_base, name),
             message=(f"this host has {what}; the fat-build index {name} carries code objects for "
                      f"{', '.join(fat.arches)} in one set of wheels: install that one"),
         )
@@ -252,13 +264,14 @@ def which_index(detection: Detection, configured: list[ArchSet], index_base: str
 
 def no_gpu_next_steps(configured: list[str], index_base: str) -> list[str]:
     """Where to go from "no GPU here": the GPU host itself, a copied KFD tree, or the arch list by hand."""
+    from rocm_bake.install_line import lines_for
+
     return [
-        "run it on the host that has the GPUs; in a container, give it the host's /sys (read-only), or copy "
-        "the host's /sys/class/kfd tree here and pass its root: rocm-bake which-index --sysfs-root DIR",
+        RUN_WHERE_THE_GPUS_ARE.format(command="rocm-bake which-index"),
         "or pick the index yourself: on the GPU host, rocminfo | grep -o 'gfx[0-9a-f]*' | sort -u names each "
         f"GPU; the configured indexes are {', '.join(configured) or 'none'} (a fat build's name lists every arch "
         "it covers: use the one that covers all of your GPUs), installed with",
-        f"  {install_line(index_base, 'ARCH')}",
+        *(f"  {line}" for line in lines_for(index_base, "ARCH", None)),
         f"every index, with its size and its pip and uv lines: {index_base}/",
     ]
 
@@ -280,31 +293,87 @@ def check_index_base(value: str) -> str:
     return base
 
 
+#: Says how to give the base when the lines carry the placeholder.
+BASE_HINT = ("{placeholder} is where your team serves its indexes: give it with --index-base URL (e.g. "
+             "https://OWNER.github.io/REPO/data/wheels), or set the stack's publish settings "
+             "(rocm-bake:githubRepo OWNER/NAME in stacks/Pulumi.<stack>.yaml) and it is that repository's Pages site")
+
+
+def stack_index_base(stacks_dir: Path | None = None) -> str | None:
+    """The Pages base of the one repository the (non-demo) stacks publish to (``rocm-bake:githubRepo``); None
+    when no stack names one, or they name several (then no single base is theirs)."""
+    from rocm_bake.config import STACKS_DIR, read_stack_file
+    from rocm_bake.publish.origin import pages_index_base
+
+    root = stacks_dir or STACKS_DIR
+    repos = set()
+    for path in sorted(root.glob("Pulumi.*.yaml")):
+        stack = path.name[len("Pulumi."):-len(".yaml")]
+        repo = None if stack.startswith(DEMO_PREFIX) else read_stack_file(stack, root).get("rocm-bake:githubRepo")
+        if isinstance(repo, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+            repos.add(repo)
+    return pages_index_base(repos.pop()) if len(repos) == 1 else None
+
+
+def choose_base(given: str | None, stacks_dir: Path | None = None) -> tuple[str, str | None]:
+    """(the index base, how to give one when it is the placeholder): ``--index-base``, else the stacks'
+    publish repository, else the GitHub ``origin``'s Pages site, else ``<your index base>``."""
+    from rocm_bake.install_line import BASE_PLACEHOLDER
+    from rocm_bake.publish.origin import origin_github_repo, pages_index_base
+
+    if given is not None:
+        return check_index_base(given), None
+    from_stacks = stack_index_base(stacks_dir)
+    if from_stacks is not None:
+        return from_stacks, None
+    repo = origin_github_repo()
+    if repo is not None:
+        return pages_index_base(repo), None
+    return BASE_PLACEHOLDER, BASE_HINT.format(placeholder=BASE_PLACEHOLDER)
+
+
 def run_which_index(
-    sysfs_root: Path, index_base: str, rocminfo: RocminfoRunner = run_rocminfo, stacks_dir: Path | None = None
+    sysfs_root: Path, index_base: str | None, rocminfo: RocminfoRunner = run_rocminfo,
+    stacks_dir: Path | None = None,
 ) -> WhichIndex:
-    base = check_index_base(index_base)
-    return which_index(detect_gpus(sysfs_root, rocminfo), configured_indexes(stacks_dir), base)
+    base, hint = choose_base(index_base, stacks_dir)
+    result = which_index(detect_gpus(sysfs_root, rocminfo), configured_indexes(stacks_dir), base)
+    result.index_base, result.base_hint = base, hint
+    return result
 
 
 def _assignments(env: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in env.items())
 
 
+def _index_named(dir_name: str) -> str:
+    """The arch set, the index directory and the extra: what a line's index is, with or without a base."""
+    arch = ArchSet.from_dir_name(dir_name)
+    arches = ", ".join(arch.arches) if arch is not None else dir_name
+    return f"index {dir_name}/ (arches {arches}; extra {arch.extra if arch is not None else 'device-' + dir_name})"
+
+
+def _line_block(lines: list[str], indent: str = "  ") -> list[str]:
+    from rocm_bake.install_line import with_hint
+
+    return [f"{indent}{line}" for line in with_hint(lines)]
+
+
 def render(result: WhichIndex) -> str:
     lines = [result.message]
     if result.next_steps:
         steps = [f"    {step.strip()}" if step.startswith(" ") else f"  - {step}" for step in result.next_steps]
-        return "\n".join([*lines, "", "Next:", *steps])
+        return "\n".join([*lines, "", "Next:", *steps, *_base_hint(result)])
     if result.covering_index:
         gpus = ", ".join(f"{c.gpu_arch} ({', '.join(c.gpus)})" for c in result.choices)
-        return "\n".join([*lines, f"GPUs: {gpus}", "", f"  {result.install}", f"  {result.install_uv}"])
+        return "\n".join([*lines, f"GPUs: {gpus}", "", f"  {_index_named(result.covering_index)}",
+                          *_line_block(result.install_lines), *_base_hint(result)])
     for choice in result.choices:
         lines.append("")
         lines.append(f"{choice.gpu_arch} ({', '.join(choice.gpus)}): {choice.reason}")
-        if choice.install:
-            lines.append(f"  {choice.install}")
-            lines.append(f"  {choice.install_uv}")
+        if choice.install and choice.index_arch is not None:
+            lines.append(f"  {_index_named(ArchSet._trusted(choice.index_arch).dir_name)}")
+            lines += _line_block(choice.install_lines)
             if choice.env:
                 lines.append(f"  then run with: export {_assignments(choice.env)}")
             if choice.pin:
@@ -315,4 +384,8 @@ def render(result: WhichIndex) -> str:
     if any(c.pin for c in result.choices):
         lines += ["", "Set one of the two variables, not both: HIP numbers only the GPUs ROCR_VISIBLE_DEVICES "
                       "leaves visible, so the same ordinal in both can leave a process with no GPU."]
-    return "\n".join(lines)
+    return "\n".join([*lines, *_base_hint(result)])
+
+
+def _base_hint(result: WhichIndex) -> list[str]:
+    return ["", result.base_hint] if result.base_hint else []

@@ -10,6 +10,7 @@ it through the ``DIST/index/<dir>`` symlink (see ``rocm_bake.index.tree``)::
     files/<wheel>           copied from --wheels (a reflink where the filesystem can)
     files/<wheel>.metadata  PEP 658/714 core metadata
     files/rocm_torch-<v>-py3-none-any.whl
+    requirements.txt        the hash lock, pylock.toml beside it (``rocm_bake.index.lock``)
 
 Every link carries ``#sha256=`` "so an offsite asset is still verified by
 pip at install time", and ``data-dist-info-metadata``/``data-core-metadata``
@@ -46,7 +47,7 @@ from pydantic import BaseModel
 from rocm_bake import offload, progress
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index import stamp
+from rocm_bake.index import lock, stamp
 from rocm_bake.index.defaults import FILES_DIR, GENERATOR, GENERATOR_TAG
 from rocm_bake.index.hashcache import CacheEntry, FileKey, HashCache, hash_workers, sha256_file
 from rocm_bake.index.metapackage import Metapackage, build_metapackage
@@ -95,6 +96,11 @@ class IndexResult(BaseModel):
     unchanged: bool = False  # the tree on disk already matched, so nothing was written
     files_written: int = 0  # files of the tree whose bytes were written (input wheels copied from --wheels)
     files_kept: int = 0  # files hard-linked unchanged from the previous tree
+    lock: str | None = None  # the hash lock's file name in the index, when there is one
+    lock_missing: str | None = None  # why there is no lock (one line)
+    #: Pins with no local version segment (``name==version``): a public index may host the same version, so
+    #: only the hash lock tells this index's file from another's.
+    exposed: list[str] = []
 
 
 class PlannedWheel(BaseModel):
@@ -120,6 +126,7 @@ class IndexPlan(BaseModel):
     index_sha256: str
     hashed_bytes: int
     request: dict[str, Any] = {}  # what the stamp keys the warm path on
+    lock_missing: str | None = None  # why the hash lock could not be resolved
     inputs: dict[str, list[int]] | None = None  # the wheels' stat before they were read
 
     @property
@@ -154,6 +161,15 @@ def check_wheel_url(url: str | None) -> str | None:
             f"(e.g. https://github.com/OWNER/REPO/releases/download/TAG)"
         )
     return url.rstrip("/")
+
+
+def check_index_base(base: str | None) -> str | None:
+    """``--index-base``: the rule ``which-index`` applies (https, file://, or plain http on loopback only)."""
+    if base is None:
+        return None
+    from rocm_bake.gpu.which import check_index_base as checked
+
+    return checked(base)
 
 
 def check_dist(dist: Path) -> Path:
@@ -404,6 +420,14 @@ def render_pages(arch: ArchSet, wheels: list[PlannedWheel], wheel_url: str | Non
     return pages
 
 
+def exposed_pins(wheels: list[PlannedWheel]) -> list[str]:
+    """``name==version`` of every pinned wheel whose version has no local segment (PyPI could host it too)."""
+    from packaging.version import Version
+
+    return [f"{w.project}=={w.version}" for w in sorted(wheels, key=lambda w: w.project)
+            if w.project != METAPACKAGE and Version(w.version).local is None]
+
+
 def tree_digest(pages: dict[str, bytes], wheels: list[PlannedWheel]) -> str:
     """sha256 over (relative path, sha256) of every file the index holds, sorted."""
     entries = {path: hashlib.sha256(data).hexdigest() for path, data in pages.items()}
@@ -424,13 +448,17 @@ def plan_index(
     wheel_url: str | None = None,
     rocm_version: str = DEFAULT_ROCM_VERSION,
     workers: int | None = None,
+    index_base: str | None = None,
 ) -> IndexPlan:
     """Validate, hash (cached) and render everything without writing the index.
 
     ``arch`` is one arch (``gfx950``) or a fat build's (``gfx950;gfx1201``).
+    ``index_base`` is where the indexes will be served, recorded in the
+    metapackage for its checker's install lines (None: not known here).
     """
     check_rocm_version(rocm_version)
-    request = stamp.request(arch.spelling, Path(wheels_dir), wheel_url, rocm_version)
+    index_base = check_index_base(index_base)
+    request = stamp.request(arch.spelling, Path(wheels_dir), wheel_url, rocm_version, index_base)
     wheel_url = check_wheel_url(wheel_url)
     wheels_dir, dist = Path(wheels_dir), check_dist(Path(dist))
     paths = list_wheels(wheels_dir, arch)
@@ -450,7 +478,7 @@ def plan_index(
         )
 
     pins = {name.project: name.version for name in names}
-    meta_pkg = build_metapackage(arch, pins)
+    meta_pkg = build_metapackage(arch, pins, index_base)
     planned.append(
         PlannedWheel(
             filename=meta_pkg.filename, project=METAPACKAGE, version=meta_pkg.version,
@@ -460,6 +488,7 @@ def plan_index(
     )
     planned.sort(key=lambda w: w.filename)
     pages = render_pages(arch, planned, wheel_url)
+    pages.update(lock.kept(index_dir(dist, arch), arch, meta_pkg.version))
     return IndexPlan(
         arch=arch, dist=str(dist), wheel_url=wheel_url, wheels=planned, pages=pages,
         metapackage=meta_pkg, index_sha256=tree_digest(pages, planned), hashed_bytes=hashed,
@@ -521,6 +550,8 @@ def write_index(plan: IndexPlan) -> IndexResult:
                 arches=list(target.arches), dir_name=target.dir_name, extra=target.extra,
                 hashed_bytes=plan.hashed_bytes, unchanged=unchanged,
                 files_written=len(stats.written), files_kept=stats.kept,
+                lock=lock.LOCK_FILE if lock.LOCK_FILE in plan.pages else None, lock_missing=plan.lock_missing,
+                exposed=exposed_pins(plan.wheels),
             )
             if stats.tree is not None and plan.request:
                 stamp.record(dist, target.dir_name, plan.request, plan.inputs, stats.tree,
@@ -539,17 +570,20 @@ def build_index(
     dist: Path,
     wheel_url: str | None = None,
     rocm_version: str = DEFAULT_ROCM_VERSION,
+    index_base: str | None = None,
 ) -> IndexResult:
     """Validate ``wheels_dir``'s wheels for ``arch`` and bring ``DIST/index/<dir>/`` up to date.
 
     ``arch``: ``gfx950``, or ``gfx950;gfx1201`` (a fat build).
     """
-    hit = stamp.quick_result(Path(dist), arch.dir_name, arch.spelling, Path(wheels_dir), wheel_url, rocm_version)
-    if hit is not None:
+    hit = stamp.quick_result(Path(dist), arch.dir_name, arch.spelling, Path(wheels_dir), wheel_url, rocm_version,
+                             index_base)
+    if hit is not None and "lock" in hit:  # a stamp from before indexes had locks is built again
         return IndexResult.model_validate(hit)
     check_dist(Path(dist))
     _store(Path(dist), arch).current()  # refuse a foreign DIST/index/<dir> before hashing anything
-    return write_index(plan_index(arch, wheels_dir, dist, wheel_url, rocm_version))
+    return write_index(lock.with_lock(plan_index(arch, wheels_dir, dist, wheel_url, rocm_version,
+                                                 index_base=index_base)))
 
 
 def remove_index(dist: Path, arch: ArchSet) -> bool:

@@ -12,6 +12,10 @@ installs its combined extra, ``rocm-torch[device-gfx950-gfx1201]``, and is
 asked for every single-arch extra, its own arches' included: the fat
 index offers only the combined one.
 
+After each install, the metapackage's own checker (``python -m rocm_torch``)
+must say "ok" on a fake host of the index's arches and "does not fit" on a
+host of another arch (``rocm_bake.index.fit_probe``).
+
 On refusal: pip and uv only *warn* on an undeclared extra and install the
 bare metapackage. That is the refusal the index design gives ("each index
 declares only its own architecture's extra"), so it is verified rather than
@@ -43,7 +47,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import Version
 from pydantic import BaseModel
 
@@ -52,7 +56,12 @@ from rocm_bake.archset import KNOWN_ARCHES, ArchSet, sorted_arches
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import index_dir, is_rocm_bake_index
 from rocm_bake.index.defaults import INSTALLERS as INSTALLERS, PYPI as PYPI  # re-exported
+from rocm_bake.index.fit_probe import fit_problems
 from rocm_bake.index.versions import METAPACKAGE
+from rocm_bake.install_line import LOCK_FILE, PYLOCK_FILE
+
+#: What one install checks: the extra, the hash lock, the PEP 751 lock (uv), the refusal of other extras.
+Kind = Literal["install", "lock", "pylock", "refusal"]
 #: Network timeout for an installer (seconds): an unreachable extra index must not hang.
 NET_TIMEOUT = 15
 LIST_SCRIPT = (
@@ -194,7 +203,7 @@ def refused_extras(target: ArchSet) -> list[str]:
 class InstallResult(BaseModel):
     arch: str
     installer: Literal["pip", "uv"]
-    kind: Literal["install", "refusal"]
+    kind: Kind
     requirement: str
     ok: bool
     expected: dict[str, str]
@@ -212,11 +221,13 @@ class CheckReport(BaseModel):
     arches: list[str]
     extra_index_url: str | None
     results: list[InstallResult]
+    #: Exposed pins (no local version segment) the extra index also offers at that version: a squat to act on.
+    exposed: list[str] = []
 
     def text(self) -> str:
         lines = []
         for r in self.results:
-            what = "installs its own" if r.kind == "install" else "refuses other arches' extras"
+            what = WHAT[r.kind]
             status = "ok" if r.ok else "FAILED"
             lines.append(
                 f"{r.arch:8} {r.installer:3} {what:29} {status:6} "
@@ -229,8 +240,17 @@ class CheckReport(BaseModel):
                 lines.append(f"{'':13}- {p}")
             if not r.ok and r.output_tail:
                 lines += [f"{'':13}| {line}" for line in r.output_tail.splitlines()]
+        for problem in self.exposed:
+            lines.append(f"exposed pin FAILED: {problem}")
         lines.append("index check: " + ("all passed" if self.ok else "FAILED"))
         return "\n".join(lines)
+
+
+#: How the report names each kind of install, and how progress names it while it runs.
+WHAT = {"install": "installs its own", "lock": "installs its hash lock", "pylock": f"installs its {PYLOCK_FILE}",
+        "refusal": "refuses other arches' extras"}
+DOING = {"install": "install", "lock": "install from the hash lock", "pylock": f"install from {PYLOCK_FILE}",
+         "refusal": "refusal of other extras"}
 
 
 def clean_env() -> dict[str, str]:
@@ -276,7 +296,9 @@ def make_venv(installer: str, path: Path, python: str, timeout: float) -> Path:
 
 
 def install_cmd(installer: str, venv_python: Path, index_url: str, requirement: str,
-                extra_index_url: str | None) -> list[str]:
+                extra_index_url: str | None, lock: Path | None = None) -> list[str]:
+    """The install command; with ``lock``, every distribution comes from that hash lock (``--require-hashes``)."""
+    wanted = ["--require-hashes", "-r", str(lock)] if lock is not None else [requirement]
     if installer == "uv":
         # uv ranks --extra-index-url *above* --index-url and stops at the first
         # index that has a name, so the pip spelling would let PyPI's torch
@@ -284,11 +306,11 @@ def install_cmd(installer: str, venv_python: Path, index_url: str, requirement: 
         indexes = (["--index", index_url, "--default-index", extra_index_url] if extra_index_url
                    else ["--default-index", index_url])
         return [uv_binary(), "pip", "install", "--python", str(venv_python), "--no-config", "--no-cache",
-                "--no-build", *indexes, requirement]
+                "--no-build", *indexes, *wanted]
     extra = ["--extra-index-url", extra_index_url] if extra_index_url else []
     return [sys.executable, "-m", "pip", "--python", str(venv_python), "install", "--isolated",
             "--no-cache-dir", "--disable-pip-version-check", "--no-input", "--only-binary", ":all:",
-            "--timeout", str(NET_TIMEOUT), "--retries", "0", "--index-url", index_url, *extra, requirement]
+            "--timeout", str(NET_TIMEOUT), "--retries", "0", "--index-url", index_url, *extra, *wanted]
 
 
 def installed(venv_python: Path, timeout: float) -> dict[str, str]:
@@ -310,23 +332,31 @@ def compare(expected: dict[str, Version], got: dict[str, str]) -> list[str]:
 
 
 def run_one(
-    arch: ArchSet, installer: Literal["pip", "uv"], kind: Literal["install", "refusal"], index_url: str,
+    arch: ArchSet, installer: Literal["pip", "uv"], kind: Kind, index_url: str,
     expected: dict[str, Version], work: Path, python: str, extra_index_url: str | None, timeout: float,
+    lock: Path | None = None,
 ) -> InstallResult:
-    if kind == "install":
+    if kind in ("lock", "pylock"):
+        lock = lock if kind == "lock" else lock.with_name(PYLOCK_FILE)  # type: ignore[union-attr]
+        requirement = f"-r {lock}"
+        want = expected
+    elif kind == "install":
         requirement = f"rocm-torch[{arch.extra}]"
         want = expected
     else:
         requirement = f"rocm-torch[{','.join(refused_extras(arch))}]"
         want = {METAPACKAGE: expected[METAPACKAGE]}
     start = time.monotonic()
-    what = "install" if kind == "install" else "refusal of other extras"
+    what = DOING[kind]
     progress.note(f"index check {arch}: {installer} {what} ...")
     venv_python = make_venv(installer, work / f"{arch.dir_name}-{installer}-{kind}", python, timeout)
-    proc = _run(install_cmd(installer, venv_python, index_url, requirement, extra_index_url), timeout)
+    proc = _run(install_cmd(installer, venv_python, index_url, requirement, extra_index_url,
+                            lock if kind in ("lock", "pylock") else None), timeout)
     got = installed(venv_python, timeout)
     output = proc.stdout + proc.stderr
     problems = compare(want, got)
+    if kind == "install" and not problems:  # the installed checker must tell its own arch from another
+        problems += fit_problems(venv_python, arch, work / f"{arch.dir_name}-{installer}-kfd", _run, timeout)
     if proc.returncode != 0:
         problems.insert(0, f"{installer} exited {proc.returncode}")
     if kind == "refusal" and problems:
@@ -341,6 +371,35 @@ def run_one(
         expected={k: str(v) for k, v in want.items()}, installed=got, problems=problems,
         warnings=warnings, returncode=proc.returncode, seconds=seconds,
         output_tail="\n".join(output.strip().splitlines()[-15:]) if problems else "",
+    )
+
+
+def lock_pins(lock: Path) -> dict[str, Version]:
+    """``name -> version`` of every ``name==version`` line of a hash lock; nothing when there is no lock."""
+    import re
+
+    try:
+        text = lock.read_text()
+    except OSError:
+        return {}
+    pins = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", text, re.M)
+    return {str(canonicalize_name(name)): Version(version) for name, version in pins}
+
+
+def kinds(installer: str, lock: Path) -> tuple[Kind, ...]:
+    """What to install for ``installer``: the extra, each lock beside the index it reads, the refusal."""
+    locks: tuple[Kind, ...] = ("lock",) if lock.is_file() else ()
+    if installer == "uv" and lock.with_name(PYLOCK_FILE).is_file():
+        locks += ("pylock",)
+    return ("install", *locks, "refusal")
+
+
+def no_lock(arch: ArchSet, installer: Literal["pip", "uv"], lock: Path) -> InstallResult:
+    """A failed result: the index has no hash lock to install (its build could not resolve one)."""
+    return InstallResult(
+        arch=arch, installer=installer, kind="lock", requirement=f"-r {lock}", ok=False, expected={}, installed={},
+        problems=[f"no hash lock {lock}: rebuild the index where its public index is reachable"],
+        warnings=[], returncode=-1, seconds=0.0,
     )
 
 
@@ -371,13 +430,63 @@ def check_index(
     with tempfile.TemporaryDirectory(prefix="rocm-bake-check-") as tmp, serve(dist) as served:
         for arch in arches:
             index_url = f"{served.url}/index/{arch.dir_name}/"
+            lock = (index_dir(dist, arch) / LOCK_FILE).absolute()  # the installers run in a neutral cwd
+            # what the index needs from the public index: exactly what its lock names there (none without a lock)
+            wanted = {**lock_pins(lock), **listings[arch]}
             for installer in installers:
-                for kind in ("install", "refusal"):
+                if not lock.is_file():
+                    results.append(no_lock(arch, installer, lock))  # type: ignore[arg-type]
+                for kind in kinds(installer, lock):
                     results.append(run_one(
-                        arch, installer, kind, index_url, listings[arch], Path(tmp),  # type: ignore[arg-type]
-                        python or sys.executable, extra_index_url, timeout,
+                        arch, installer, kind, index_url, wanted, Path(tmp),  # type: ignore[arg-type]
+                        python or sys.executable, extra_index_url, timeout, lock,
                     ))
+    exposed = [problem for arch in arches for problem in exposed_elsewhere(listings[arch], extra_index_url, arch)]
     return CheckReport(
-        ok=all(r.ok for r in results), dist=str(dist), arches=arches,
-        extra_index_url=extra_index_url, results=results,
+        ok=all(r.ok for r in results) and not exposed, dist=str(dist), arches=arches,
+        extra_index_url=extra_index_url, results=results, exposed=exposed,
     )
+
+
+def offered_versions(index_url: str, project: str) -> set[Version]:
+    """The versions ``index_url`` (a PEP 503 simple index) lists for ``project``; none when it has no page for
+    it or cannot be reached (then nothing can resolve from it)."""
+    import urllib.error
+    import urllib.request
+
+    url = f"{index_url.rstrip('/')}/{project}/"
+    if url.startswith("file:"):
+        url += "index.html"
+    try:
+        with urllib.request.urlopen(url, timeout=NET_TIMEOUT) as response:  # noqa: S310 - the check's own URL
+            body = response.read(8 << 20).decode("utf-8", "replace")
+    except (OSError, urllib.error.URLError, ValueError):
+        return set()
+    parser = _Links()
+    parser.feed(body)
+    found = set()
+    for href in parser.hrefs:
+        filename = unquote(urlsplit(href).path.rsplit("/", 1)[-1])
+        try:
+            name, version = (parse_wheel_filename(filename)[:2] if filename.endswith(".whl")
+                             else parse_sdist_filename(filename))
+        except ValueError:
+            continue  # not a distribution file
+        if canonicalize_name(name) == project:
+            found.add(version)
+    return found
+
+
+def exposed_elsewhere(listing: dict[str, Version], extra_index_url: str | None, arch: ArchSet) -> list[str]:
+    """Each pin with no local version segment that ``extra_index_url`` also offers at that very version: pip
+    merges both indexes' candidates, so that file could be installed in place of this index's one."""
+    if not extra_index_url:
+        return []
+    problems = []
+    for project, version in sorted(listing.items()):
+        if project == METAPACKAGE or version.local is not None:
+            continue
+        if version in offered_versions(extra_index_url, project):
+            problems.append(f"{arch}: {project}=={version} is also offered by {extra_index_url}: pip could install "
+                            f"that file instead (the hash lock refuses it; register the name or rename it)")
+    return problems

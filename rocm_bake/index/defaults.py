@@ -11,6 +11,9 @@ from __future__ import annotations
 DEFAULT_ROCM_VERSION = "10.1.0"
 #: Where ordinary dependencies such as numpy come from.
 PYPI = "https://pypi.org/simple"
+#: Names the public index the hash lock resolves PyPI dependencies against (default PYPI): a loopback stand-in
+#: in the tests, a team's mirror elsewhere.
+PUBLIC_INDEX_ENV = "ROCM_BAKE_PUBLIC_INDEX"
 #: The installers ``index check`` proves the index with.
 INSTALLERS = ("pip", "uv")
 #: Root pages carry this, so a directory is recognisably an index rocm-bake wrote.

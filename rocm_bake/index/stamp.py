@@ -39,9 +39,10 @@ def lock_path(dist: Path, dir_name: str) -> Path:
     return Path(dist) / ".cache" / "rocm-bake" / f"index-{dir_name}.lock"
 
 
-def request(arch: str, wheels_dir: Path, wheel_url: str | None, rocm_version: str) -> dict[str, Any]:
+def request(arch: str, wheels_dir: Path, wheel_url: str | None, rocm_version: str,
+            index_base: str | None = None) -> dict[str, Any]:
     return {"arch": arch, "wheels_dir": os.path.abspath(wheels_dir), "wheel_url": wheel_url,
-            "rocm_version": rocm_version}
+            "rocm_version": rocm_version, "index_base": index_base}
 
 
 def input_listing(wheels_dir: Path) -> dict[str, list[int]] | None:
@@ -101,11 +102,12 @@ def recorded_files(data: dict[str, Any] | None) -> dict[str, tuple[int, int, int
 
 
 def quick_result(
-    dist: Path, dir_name: str, arch: str, wheels_dir: Path, wheel_url: str | None, rocm_version: str
+    dist: Path, dir_name: str, arch: str, wheels_dir: Path, wheel_url: str | None, rocm_version: str,
+    index_base: str | None = None,
 ) -> dict[str, Any] | None:
     """The recorded result when nothing changed since the last build, else None (build for real)."""
     data = load(dist, dir_name)
-    if data is None or data.get("request") != request(arch, wheels_dir, wheel_url, rocm_version):
+    if data is None or data.get("request") != request(arch, wheels_dir, wheel_url, rocm_version, index_base):
         return None
     if data.get("inputs") != input_listing(wheels_dir):
         return None

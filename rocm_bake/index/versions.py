@@ -28,13 +28,14 @@ from packaging.utils import (
 from packaging.version import Version
 from pydantic import BaseModel, ConfigDict
 
+from rocm_bake import install_line
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION as DEFAULT_ROCM_VERSION  # re-exported
 
 ROCM_VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
 #: The metapackage's name; it is generated per index and never fetched.
-METAPACKAGE = canonicalize_name("rocm-torch")
+METAPACKAGE = canonicalize_name(install_line.METAPACKAGE)  # one home: the install lines name it too
 #: Any local-version part that names a GPU processor (gfx950, gfx90a, gfx12-generic).
 ARCH_IN_VERSION = re.compile(r"gfx[0-9a-f]+", re.IGNORECASE)
 ARCH_REASON = (

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
-from rocm_bake.zstd import zstd as zstd_module
+from rocm_bake.zstd import zstd_if_installed
 from rocm_bake.offload.targets import BundleId, parse_bundle_id
 
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -355,16 +355,17 @@ def first_read(method: int) -> int:
     return (128 << 10) + 64 if CCOB_METHODS.get(method) == "zstd" else 16 << 10
 
 
-#: Imported with this module (2 ms), not inside the first scan that meets a zstd bundle.
-_ZSTD = zstd_module()  # rocm_bake.zstd.zstd: the one lookup the registry's zstd layers use too
+#: Imported with this module (2 ms), not inside the first scan that meets a zstd bundle; the one lookup
+#: the registry's zstd layers use too. None only in the ``rocm_torch`` checker's copy on a Python without it.
+_ZSTD = zstd_if_installed()
 
 
 def inflater(method: int) -> Inflater | None:
-    """A fresh decompressor for a CCOB method; None for a method rocm-bake does not know."""
+    """A fresh decompressor for a CCOB method; None for a method rocm-bake does not know (or zstd, where absent)."""
     name = CCOB_METHODS.get(method)
     if name == "zlib":
         return _ZlibInflater()
-    if name == "zstd":
+    if name == "zstd" and _ZSTD is not None:
         return _ZstdInflater()
     return None
 

@@ -25,12 +25,15 @@ never guessed.
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.offload.formats import (
     CCOB_LAYOUTS,
+    ELF_MAGIC,
     EM_AMDGPU,
     FATBIN_SECTION,
     SHT_NOBITS,
@@ -457,3 +460,16 @@ def scan_stored(src: StoredSource, where: Where) -> list[Source]:
             if raw.startswith(FATBIN_SECTION):
                 names[sec.name_offset] = _name(raw)
     return _walk_sections(src, sections, names, src.size, where)
+
+
+def scan_file(path: Path, label: str, member: str) -> list[Source] | None:
+    """Device code in one file on disk (an installed shared object or code object); None when it is not ELF.
+
+    The file is read in place, as a stored wheel member is; ``label`` and
+    ``member`` name it in errors (a distribution and its file, say).
+    """
+    with open(path, "rb") as handle:
+        src = StoredSource(handle, 0, os.fstat(handle.fileno()).st_size, lambda _n: None)
+        if src.read_at(0, 4) != ELF_MAGIC:
+            return None
+        return scan_stored(src, Where(label, member))

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from rocm_bake.archset import Arch
+if TYPE_CHECKING:
+    from rocm_bake.archset import Arch
 
 #: EF_AMDGPU_MACH values (``e_flags & 0xff``) from LLVM's BinaryFormat/ELF.h.
 AMDGPU_MACH: dict[int, str] = {

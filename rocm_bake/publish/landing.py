@@ -32,7 +32,6 @@ from pydantic import BaseModel, ValidationError
 from rocm_bake.archset import Arch, ArchSet
 from rocm_bake.publish.naming import PAGES_ROOT
 
-PYPI = "https://pypi.org/simple"
 #: Each index folder's summary, and the site-wide listing beside the page.
 SUMMARY_NAME = "index.json"
 LANDING_PATH = PAGES_ROOT + "index.html"
@@ -57,6 +56,10 @@ class IndexSummary(BaseModel):
     total_bytes: int
     release_tag: str | None = None
     release_url: str | None = None
+    #: The rocm-torch metapackage's version (the pin every line carries); None: not recorded, no pinned line.
+    metapackage_version: str | None = None
+    #: Whether the hash lock (``requirements.txt``) is beside the index: the hash-locked line is shown only then.
+    lock: bool = False
 
     def to_bytes(self) -> bytes:
         return _json(self.model_dump())
@@ -87,13 +90,17 @@ def now_utc() -> str:
 
 
 def summarize(arch: ArchSet, rocm_version: str, files: list[Path],
-              release_tag: str | None = None, release_url: str | None = None) -> IndexSummary:
-    """An index's summary from its ``files/``: wheels counted (not their ``.metadata``), bytes summed."""
+              release_tag: str | None = None, release_url: str | None = None, lock: bool = False) -> IndexSummary:
+    """An index's summary from its ``files/``: wheels counted (not their ``.metadata``), bytes summed,
+    the metapackage's version read from its wheel's name; ``lock``: the hash lock is published beside it."""
+    from rocm_bake.install_line import metapackage_version_of
+
     wheels = [f for f in files if f.name.endswith(".whl")]
     return IndexSummary(dir_name=arch.dir_name, arches=list(arch.arches), rocm_version=rocm_version,
                         wheel_count=len(wheels),
                         total_bytes=sum(f.stat().st_size for f in wheels),
-                        release_tag=release_tag, release_url=release_url)
+                        release_tag=release_tag, release_url=release_url,
+                        metapackage_version=metapackage_version_of([f.name for f in wheels]), lock=lock)
 
 
 def parse_summary(data: bytes, where: str = "") -> IndexSummary | None:
@@ -190,12 +197,12 @@ def _size(count: int) -> str:
     return f"{value:.1f}\u00a0GB"  # pragma: no cover - the loop returns at GB
 
 
-def install_lines(base_url: str, dir_name: str) -> tuple[str, str]:
-    """The exact pip and uv commands for one index (the same as ``which-index`` prints)."""
-    url = f"{base_url.rstrip('/')}/{dir_name}/"
-    extra = f'"rocm-torch[device-{dir_name}]"'
-    return (f"pip install --index-url {url} --extra-index-url {PYPI} {extra}",
-            f"uv pip install --index {url} --default-index {PYPI} {extra}")
+def install_lines(base_url: str, summary: IndexSummary) -> list[str]:
+    """The index's lines as ``rocm_bake.install_line`` writes them: hash-locked when its lock is published,
+    pinned pip and uv when its metapackage version is recorded (never an unpinned line)."""
+    from rocm_bake.install_line import lines_for
+
+    return lines_for(base_url, summary.dir_name, summary.metapackage_version, summary.lock)
 
 
 def which_index_line(base_url: str) -> str:
@@ -225,8 +232,14 @@ def safe_link(url: str | None) -> str | None:
 
 
 def _row(s: ListedIndex, base_url: str, date_label: str) -> str:
+    from rocm_bake.install_line import CHECK_HINT, LOCK_FILE
+
     esc = html.escape
-    pip, uv = install_lines(base_url, s.dir_name)
+    lines = install_lines(base_url, s)
+    hows = (["hash-locked (preferred)"] if s.lock else []) + (["pip", "uv"] if s.metapackage_version else [])
+    install = "".join(f'<span class="how">{how}</span><code>{esc(line)}</code>' for how, line in zip(hows, lines))
+    install = (install + f"<small>{esc(CHECK_HINT)}</small>" if lines
+               else f"<small>not recorded: re-publish this index for its pinned lines and {LOCK_FILE}</small>")
     link = safe_link(s.release_url)
     release = (f'<a href="{esc(link)}">{esc(s.release_tag or "release")}</a>'
                if link else esc(s.release_tag or "—"))
@@ -240,8 +253,7 @@ def _row(s: ListedIndex, base_url: str, date_label: str) -> str:
         f'<td data-label="Size">{_size(s.total_bytes)}</td>'
         f'<td data-label="{esc(date_label)}">{esc(s.published or "not recorded")}</td>'
         f'<td data-label="Release">{release}</td>'
-        f'<td data-label="Install"><span class="how">pip</span><code>{esc(pip)}</code>'
-        f'<span class="how">uv</span><code>{esc(uv)}</code></td></tr>'
+        f'<td data-label="Install">{install}</td></tr>'
     )
 
 
@@ -278,8 +290,9 @@ p code {{ white-space: nowrap; }}
 <body>
 <h1>rocm-bake wheel indexes</h1>
 <p>One pip index per GPU architecture, or per fat build covering several. Wheel filenames do not say which
-GPU they are for: install through the index that covers <em>all</em> your GPUs, and keep
-<code>--extra-index-url</code> (numpy and friends come from PyPI). Not sure which? In a rocm-bake checkout:</p>
+GPU they are for: install through the index that covers <em>all</em> your GPUs, with the line as given: it pins
+<code>rocm-torch</code> to a version PyPI cannot host, and the hash-locked line checks every file against the
+lock beside the index (numpy and friends come from PyPI). Not sure which? In a rocm-bake checkout:</p>
 <pre>{esc(which_index_line(base_url))}</pre>
 <table>
 <thead><tr><th>Arches</th><th>ROCm</th><th>Wheels</th><th>Size</th><th>{esc(date_label)}</th><th>Release</th><th>Install</th></tr></thead>
@@ -301,6 +314,8 @@ every one:</p>
 
 def local_summaries(dist: Path, rocm_version: str) -> list[ListedIndex]:
     """Every index under ``DIST/index/`` for ``rocm-bake index page``; its date is when it was built."""
+    from rocm_bake.install_line import LOCK_FILE
+
     out = []
     root = Path(dist) / "index"
     for entry in sorted(root.iterdir()) if root.is_dir() else []:
@@ -308,7 +323,7 @@ def local_summaries(dist: Path, rocm_version: str) -> list[ListedIndex]:
         files, page = entry / "files", entry / "index.html"
         if arch is None or not files.is_dir() or not page.is_file():
             continue
-        summary = summarize(arch, rocm_version, sorted(files.iterdir()))
+        summary = summarize(arch, rocm_version, sorted(files.iterdir()), lock=(entry / LOCK_FILE).is_file())
         built = dt.datetime.fromtimestamp(page.stat().st_mtime, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         out.append(ListedIndex(**summary.model_dump(), published=built))
     return out

@@ -26,6 +26,7 @@ from rocm_bake.errors import RocmBakeError
 from rocm_bake.index.build import FILES_DIR, PlannedWheel, index_dir, is_rocm_bake_index, render_pages
 from rocm_bake.index.hashcache import HashCache
 from rocm_bake.publish.github import MAX_ASSET_BYTES, MAX_GIT_BLOB_BYTES, MAX_RELEASE_ASSETS
+from rocm_bake.install_line import LOCK_FILE, PYLOCK_FILE
 from rocm_bake.publish.hashing import hash_files, publish_cache_path
 from rocm_bake.publish.naming import pages_prefix
 
@@ -47,6 +48,9 @@ class LocalIndex(BaseModel):
     index_dir: str
     files: list[LocalFile]
     wheels: list[PlannedWheel]
+    #: The hash lock beside the index (published beside its pages), None when the build could not resolve one.
+    lock: bytes | None = None
+    pylock: bytes | None = None
 
 
 def check_asset_names(names: list[str], arch: ArchSet) -> None:
@@ -131,16 +135,24 @@ def read_local_index(dist: Path, arch: ArchSet, wheel_url: str | None = None) ->
     shas = hash_files(paths, HashCache(publish_cache_path(Path(dist), arch)))
     wheels = [_planned_wheel(p, shas[p.name], (files_dir / f"{p.name}.metadata").read_bytes()) for p in wheel_paths]
     on_disk = _disk_pages(root)
+    lock = on_disk.pop(LOCK_FILE, None)  # the pages are checked against the files; the locks were resolved from them
+    pylock = on_disk.pop(PYLOCK_FILE, None)
     if on_disk not in (render_pages(arch, wheels, None), render_pages(arch, wheels, wheel_url)):
         raise RocmBakeError(f"{root}: the pages do not match the files beside them (stale or edited index); "
                             f"rebuild it with `rocm-bake index build --arch {arch}` before publishing")
     files = [LocalFile(name=p.name, path=str(p), size=p.stat().st_size, sha256=shas[p.name]) for p in paths]
-    return LocalIndex(arch=arch, index_dir=str(root), files=files, wheels=wheels)
+    return LocalIndex(arch=arch, index_dir=str(root), files=files, wheels=wheels, lock=lock, pylock=pylock)
 
 
 def desired_pages(local: LocalIndex, wheel_url: str) -> dict[str, bytes]:
     """gh-pages path -> bytes: the index pages with hrefs at the release download URL."""
     pages = render_pages(local.arch, local.wheels, wheel_url.rstrip("/"))
+    if local.lock is not None:
+        pages[LOCK_FILE] = local.lock
+    if local.pylock is not None:
+        from rocm_bake.index.lock import published_pylock
+
+        pages[PYLOCK_FILE] = published_pylock(local.pylock, wheel_url)
     out = {pages_prefix(local.arch) + rel: data for rel, data in sorted(pages.items())}
     big = [p for p, d in out.items() if len(d) > MAX_GIT_BLOB_BYTES]
     if big:

@@ -67,7 +67,7 @@ class Publisher:
 
         release_url = f"{self.client.endpoints.web_url.rstrip('/')}/{self.client.repo}/releases/tag/{self.tag}"
         return summarize(self.arch, self.rocm_version, [Path(f.path) for f in self.local.files], self.tag,
-                         release_url)
+                         release_url, lock=self.local.lock is not None)
 
     def plan(self, assets: bool = True, pages: bool = True) -> tuple[PublishPlan, Release | None]:
         release = self.client.get_release_by_tag(self.tag) if assets else None
