@@ -21,7 +21,7 @@ from components.dynamic import ProviderInputs, TypedResource, check_inputs, unkn
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import DEFAULT_ROCM_VERSION, IndexResult, build_index, index_dir, is_rocm_bake_index
-from rocm_bake.index.build import IndexPlan
+from rocm_bake.index.models import IndexPlan
 from rocm_bake.index import check_rocm_version, plan_index, remove_index, tree_matches
 from rocm_bake.resource_types import WHEEL_INDEX
 

@@ -9,7 +9,8 @@ import pytest
 
 from rocm_bake.archset import ArchSet
 from rocm_bake.publish.github import GitHubClient
-from rocm_bake.index.build import IndexResult, build_index
+from rocm_bake.index.build import build_index
+from rocm_bake.index.models import IndexResult
 from tests.fake_github import FakeGitHub
 from tests.index_fixtures import arch_wheel_set
 from tests.retry_fixtures import no_waits  # noqa: F401 - re-exported fixture

@@ -16,10 +16,11 @@ from packaging.utils import parse_wheel_filename
 
 from rocm_bake.archset import ArchSet
 from rocm_bake import cli, progress
-from rocm_bake.index import build as index_mod
+from rocm_bake.index import rules as rules_mod
 from rocm_bake.index import stamp
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index.build import build_index, cache_path
+from rocm_bake.index.build import build_index
+from rocm_bake.index.models import cache_path
 from rocm_bake.index.check import clean_env, serve, uv_binary
 
 from tests.index_fixtures import ARCH_SET, GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
@@ -233,7 +234,7 @@ def test_warm_rebuild_rehashes_nothing_and_changes_are_seen(
         raise AssertionError(f"{path.name} re-scanned on a warm rebuild")
 
     with monkeypatch.context() as m:
-        m.setattr(index_mod.offload, "wheel_targets", no_scan)
+        m.setattr(rules_mod.offload, "wheel_targets", no_scan)
         warm = build_index(ArchSet("gfx950"), gfx950, dist)
     assert warm.hashed_bytes == 0 and warm.index_sha256 == cold.index_sha256
     assert warm.unchanged and not cold.unchanged  # the tree already matched: nothing rewritten

@@ -419,4 +419,4 @@ def test_python_http_server_and_uv_follow_the_link(wheels: Path, tmp_path: Path)
         server.wait(timeout=10)
     assert proc.returncode == 0, proc.stderr
     assert f"Would install {result.wheel_count} packages" in proc.stderr + proc.stdout
-    assert index_mod.is_rocm_bake_index(dist / "index" / "gfx950")
+    assert tree.is_rocm_bake_index(dist / "index" / "gfx950")

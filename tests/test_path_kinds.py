@@ -9,7 +9,7 @@ import pytest
 
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index.build import list_wheels
+from rocm_bake.index.rules import list_wheels
 from rocm_bake.offload.wheel import wheel_targets
 
 

@@ -18,7 +18,8 @@ from rocm_bake.archset import ArchSet
 from rocm_bake import cli
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.index import parse_core_metadata
-from rocm_bake.index.build import build_index, cache_path
+from rocm_bake.index.build import build_index
+from rocm_bake.index.models import cache_path
 
 from tests.index_fixtures import GIT, NATIVE_TAG, ROCM, arch_wheel_set, bomb_wheel, make_wheel, torch_like_metadata
 

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 def published_lines(dist: Path, arch: ArchSet, pages_base: str) -> list[str]:
     """The published index's install lines (version and lock as the local index, just published, has them)."""
-    from rocm_bake.index.build import index_dir
+    from rocm_bake.index.models import index_dir
     from rocm_bake.install_line import lines_for, local_index_facts, with_hint
     from rocm_bake.publish.origin import PAGES_WHEELS
 

@@ -1,4 +1,4 @@
-"""Per-arch PEP 503/658 index: build, metapackage, version rules, hash cache, install check.
+"""Per-arch PEP 503/658 index: models, rules, pages, plan and build; metapackage, version rules, hash cache, install check.
 
 The package face (see ``rocm_bake.lazy_face``): the CLI and the components import from here.
 """
@@ -12,17 +12,17 @@ from rocm_bake.lazy_face import lazy_getattr
 _EXPORTS: dict[str, str] = {
     "DEFAULT_ROCM_VERSION": "defaults",
     "INSTALLERS": "defaults",
-    "IndexResult": "build",
+    "IndexResult": "models",
     "MAX_METADATA_BYTES": "wheelfile",
     "PYPI": "defaults",
     "WheelMetadata": "wheelfile",
     "build_index": "build",
     "check_index": "check",
     "check_rocm_version": "versions",
-    "index_dir": "build",
+    "index_dir": "models",
     "is_rocm_bake_index": "tree",
     "parse_core_metadata": "wheelfile",
-    "plan_index": "build",
+    "plan_index": "plan",
     "remove_index": "build",
     "tree_matches": "build",
 }
@@ -30,7 +30,9 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from rocm_bake.index.build import IndexResult, build_index, index_dir, plan_index, remove_index, tree_matches
+    from rocm_bake.index.build import build_index, remove_index, tree_matches
+    from rocm_bake.index.models import IndexResult, index_dir
+    from rocm_bake.index.plan import plan_index
     from rocm_bake.index.check import check_index
     from rocm_bake.index.defaults import DEFAULT_ROCM_VERSION, INSTALLERS, PYPI
     from rocm_bake.index.tree import is_rocm_bake_index

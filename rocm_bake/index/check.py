@@ -54,7 +54,8 @@ from pydantic import BaseModel
 from rocm_bake import progress
 from rocm_bake.archset import KNOWN_ARCHES, ArchSet, sorted_arches
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index.build import index_dir, is_rocm_bake_index
+from rocm_bake.index.models import index_dir
+from rocm_bake.index.tree import is_rocm_bake_index
 from rocm_bake.index.defaults import INSTALLERS as INSTALLERS, PYPI as PYPI  # re-exported
 from rocm_bake.index.fit_probe import fit_problems
 from rocm_bake.index.versions import METAPACKAGE

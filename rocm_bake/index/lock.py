@@ -41,7 +41,7 @@ from rocm_bake.index.tree import link_or_copy
 from rocm_bake.install_line import LOCK_FILE, PYLOCK_FILE, PYPI, requirement
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rocm_bake.index.build import IndexPlan
+    from rocm_bake.index.models import IndexPlan
 
 #: How long the resolution may take (seconds); the public index's metadata is small.
 LOCK_TIMEOUT = 180
@@ -70,7 +70,8 @@ def python_target(filenames: list[str]) -> tuple[str, str]:
 
 def stage(plan: IndexPlan, root: Path) -> None:
     """The tree ``plan`` would write, under ``root``, with relative links (offsite hrefs are not uploaded yet)."""
-    from rocm_bake.index.build import render_pages, tree_files
+    from rocm_bake.index.build import tree_files
+    from rocm_bake.index.pages import render_pages
 
     for rel, data in render_pages(plan.arch, plan.wheels, None).items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +113,7 @@ def kept(index_root: Path, arch: ArchSet, version: str) -> dict[str, bytes]:
 
 def with_lock(plan: IndexPlan) -> IndexPlan:
     """``plan`` with its locks among the pages (resolved now unless kept), or with ``lock_missing`` saying why."""
-    from rocm_bake.index.build import tree_digest
+    from rocm_bake.index.pages import tree_digest
 
     if LOCK_FILE in plan.pages:
         return plan

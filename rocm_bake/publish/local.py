@@ -23,7 +23,10 @@ from pydantic import BaseModel
 
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.index.build import FILES_DIR, PlannedWheel, index_dir, is_rocm_bake_index, render_pages
+from rocm_bake.index.defaults import FILES_DIR
+from rocm_bake.index.models import PlannedWheel, index_dir
+from rocm_bake.index.pages import render_pages
+from rocm_bake.index.tree import is_rocm_bake_index
 from rocm_bake.index.hashcache import HashCache
 from rocm_bake.publish.github import MAX_ASSET_BYTES, MAX_GIT_BLOB_BYTES, MAX_RELEASE_ASSETS
 from rocm_bake.install_line import LOCK_FILE, PYLOCK_FILE
@@ -107,7 +110,7 @@ def _disk_pages(root: Path) -> dict[str, bytes]:
 def read_local_index(dist: Path, arch: ArchSet, wheel_url: str | None = None) -> LocalIndex:
     """``DIST/index/<dir_name>/`` checked for publishing: present, consistent, within GitHub's limits.
 
-    The pages on disk must be exactly what ``rocm_bake.index.build`` renders for
+    The pages on disk must be exactly what ``rocm_bake.index.pages`` renders for
     the files beside them (relative hrefs, or ``wheel_url`` ones), so a stale
     or hand-edited index is refused rather than published.
     """
