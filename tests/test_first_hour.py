@@ -187,10 +187,11 @@ def copy_makefiles(root: Path) -> None:
     """The Makefile, mk/ and what it runs with the system Python (the checkout record, `make down`'s stops)."""
     shutil.copy(ROOT / "Makefile", root / "Makefile")
     shutil.copytree(ROOT / "mk", root / "mk")
+    farm = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "rocm_bake" / "farm").glob("*.py"))]  # make down takes it down
     for name in ("rocm_bake/__init__.py", "rocm_bake/checkout.py", "rocm_bake/errors.py", "rocm_bake/daemons.py",
-                 "rocm_bake/lazy_face.py", "rocm_bake/loopback.py", "rocm_bake/registry/__init__.py",
-                 "rocm_bake/registry/local.py",
-                 "tools/builder.py"):
+                 "rocm_bake/lazy_face.py", "rocm_bake/loopback.py", "rocm_bake/manifests.py",
+                 "rocm_bake/registry/__init__.py", "rocm_bake/registry/local.py", "rocm_bake/registry/tls.py",
+                 "tools/builder.py", *farm):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, root / name)
 
