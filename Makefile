@@ -43,7 +43,7 @@ TRUST_REGISTRY = if [ -f $(TLS_DIR)/ca.pem ]; then SSL_CERT_FILE=$$($(BIN)/pytho
 # benchmark, chromium for the landing-page test, openssl for the registry's TLS.
 APT_PACKAGES ?= docker-registry openssl openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: help setup apt venv lock engines builder builder-stop down forget test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: help setup apt venv lock engines builder builder-stop farm farm-down down forget test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines ## everything the rest needs: Debian packages, the venv from requirements.lock, the engines (first time ~12 min)
 
@@ -100,11 +100,24 @@ builder: engines registry-tls ## start this checkout's buildkitd and register it
 builder-stop: ## stop that buildkitd and unregister the builder
 	$(PYTHON) tools/builder.py stop $(BUILDER_GIVEN)
 
+# A build farm on this machine (rocm_bake/farm): builder-1 and builder-2
+# (buildkitd over mutual TLS, registered with buildx in BUILDX_CONFIG), an
+# authenticated TLS registry, a state bucket and a GPU node (sshd), each in
+# its own network namespace on 198.18.<slot>.0/24; it prints the export lines
+# and each host's address. Root only (namespaces). farm-down removes all of it.
+farm: setup ## start a build farm of network-namespace hosts (2 builders, registry, state, gpu-node); print its exports
+	$(BIN)/python -m rocm_bake.farm up
+
+farm-down: ## remove this checkout's farm: its processes, namespaces, veths, bridge, builders and files
+	$(PYTHON) -m rocm_bake.farm down
+
 # Stops what this checkout started, and nothing else: its builder, its registry
 # and its state server, each known by its pidfile and its own path in its
-# command line (rocm_bake/daemons.py). Their data stays.
-down: ## stop this checkout's builder, registry and state server, nothing else (their data stays)
+# command line (rocm_bake/daemons.py), and its farm. Their data stays (the
+# farm's, made for it alone, goes with it).
+down: ## stop this checkout's builder, registry, state server and farm, nothing else (their data stays)
 	$(PYTHON) tools/builder.py stop $(BUILDER_GIVEN)
+	$(PYTHON) -m rocm_bake.farm down
 	$(PYTHON) -m rocm_bake.registry.local stop --root $(REGISTRY_DIR)
 	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
 	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server

@@ -47,7 +47,6 @@ import os
 import platform
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -68,41 +67,21 @@ from rocm_bake.archset import ArchSet  # noqa: E402
 from rocm_bake.index.build import build_index  # noqa: E402
 from rocm_bake.index.check import clean_env, serve, uv_binary  # noqa: E402
 from rocm_bake.index.hashcache import hash_workers  # noqa: E402
+from tests.index_fixtures import NATIVE_TAG, amdgpu_code_object, make_wheel  # noqa: E402
 
 BENCH = "index_build"
-MACH = {"gfx950": 0x4F, "gfx1201": 0x4E, "gfx1151": 0x4A, "gfx942": 0x4C, "gfx1250": 0x49}
-TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
+#: The arches ``--arch`` offers: each has an EF_AMDGPU_MACH in the product's table.
+ARCHES = ("gfx1151", "gfx1201", "gfx1250", "gfx942", "gfx950")
 PEP658_ATTRS = re.compile(r' data-(?:dist-info|core)-metadata="[^"]*"')
 
 
-def code_object(arch: str) -> bytes:
-    ident = b"\x7fELF" + bytes([2, 1, 1, 64, 4]) + bytes(7)
-    return ident + struct.pack("<HHIQQQIHHHHHH", 3, 224, 1, 0, 0, 0, MACH[arch] | 0x300, 64, 56, 0, 64, 0, 0)
-
-
-def _rec(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def make_wheel(out: Path, index: int, arch: str, size: int, version: str = "1.0.0+rocm10.1.0") -> Path:
+def make_bench_wheel(out: Path, index: int, arch: str, size: int, version: str = "1.0.0+rocm10.1.0") -> Path:
     """A native wheel: an AMDGPU code object for ``arch`` plus ``size`` incompressible bytes, stored."""
     name = f"benchpkg{index:03d}"
-    info = f"{name}-{version}.dist-info"
-    members = {
-        f"{name}/__init__.py": b"",
-        f"{name}/kernels/k.co": code_object(arch),
-        f"{name}/lib/payload.bin": os.urandom(size),
-        f"{info}/METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                             f"Requires-Python: >=3.10\n").encode(),
-        f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {TAG}\n".encode(),
-    }
-    record_lines = "".join(f"{n},{_rec(d)},{len(d)}\n" for n, d in members.items()) + f"{info}/RECORD,,\n"
-    members[f"{info}/RECORD"] = record_lines.encode()
-    path = out / f"{name}-{version}-{TAG}.whl"
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
-        for member, data in members.items():
-            zf.writestr(member, data)
-    return path
+    members = {f"{name}/kernels/k.co": amdgpu_code_object(arch, body_size=0),
+               f"{name}/lib/payload.bin": os.urandom(size)}
+    return make_wheel(out, name, version, extra_files=members, tag=NATIVE_TAG, requires_python=">=3.10",
+                      compression=zipfile.ZIP_STORED)
 
 
 def warm_page_cache(paths: list[Path]) -> None:
@@ -324,12 +303,12 @@ def incremental_row(work: Path, arch: str, count: int) -> None:
     wheels = work / "small" / "wheels"
     dist = work / "small" / "dist"
     wheels.mkdir(parents=True)
-    paths = [make_wheel(wheels, i, arch, 2048) for i in range(count)]
+    paths = [make_bench_wheel(wheels, i, arch, 2048) for i in range(count)]
     cmd = [*cli(), "index", "build", "--arch", arch, "--wheels", str(wheels), "--out", str(dist), "--json"]
     cold = json.loads(run(cmd).stdout)
     changed = paths[count // 2]
     changed.unlink()
-    make_wheel(wheels, count // 2, arch, 2048, version="1.0.1+rocm10.1.0")
+    make_bench_wheel(wheels, count // 2, arch, 2048, version="1.0.1+rocm10.1.0")
     after = json.loads(run(cmd).stdout)
     total = after["files_written"] + after["files_kept"]
     print(f"one changed wheel among {count}: {after['files_written']} of {total} files written "
@@ -398,7 +377,7 @@ def main() -> int:
     parser.add_argument("--size-mb", type=float, default=50)
     parser.add_argument("--small-count", type=int, default=500)
     parser.add_argument("--runs", type=int, default=3, help="timed runs per contender (best is kept)")
-    parser.add_argument("--arch", type=ArchSet, default=ArchSet("gfx950"), choices=[ArchSet(a) for a in sorted(MACH)])
+    parser.add_argument("--arch", type=ArchSet, default=ArchSet("gfx950"), choices=[ArchSet(a) for a in ARCHES])
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp dir, removed afterwards")
     args = parser.parse_args()
     for tool in ("openssl", "xargs"):
@@ -417,7 +396,7 @@ def main() -> int:
         wheels.mkdir(parents=True)
         print(f"generating {args.count} wheels x {args.size_mb:g} MB ...", flush=True)
         size = int(args.size_mb * (1 << 20))
-        paths = [make_wheel(wheels, i, args.arch, size) for i in range(args.count)]
+        paths = [make_bench_wheel(wheels, i, args.arch, size) for i in range(args.count)]
         t_cold_cli, _ = hashing_rows(paths, wheels, dist, args.arch, args.runs)
         warm_row(wheels, dist, args.arch, t_cold_cli, max(args.runs, 5))
         resolve_rows(dist, args.arch, work)

@@ -28,7 +28,7 @@ import secrets
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -187,10 +187,19 @@ def claim_owner(claim: Path) -> Path | None:
 
 def claim(port: int, root: Path) -> bool:
     """Take ``port`` for ``root`` unless a live checkout holds it (a dead one's claim is taken over)."""
-    directory = claims_dir()
+    return claim_in(claims_dir(), str(port), root, lambda path: claim_is_live(path, port))
+
+
+def claim_in(directory: Path, key: str, root: Path, live: Callable[[Path], bool]) -> bool:
+    """Take ``directory/key`` for checkout ``root`` unless ``live`` says its holder still holds it.
+
+    The claim file names its checkout; ``os.link`` makes it atomically, so of
+    two checkouts racing for one key exactly one wins. A claim ``live``
+    rejects (its checkout gone or moved on) is taken over.
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / str(port)
-    mine = directory / f".{port}.{os.getpid()}.{secrets.token_hex(4)}"
+    path = directory / key
+    mine = directory / f".{key}.{os.getpid()}.{secrets.token_hex(4)}"
     mine.write_text(f"{root}\n", encoding="utf-8")
     try:
         for _ in range(2):
@@ -200,9 +209,9 @@ def claim(port: int, root: Path) -> bool:
             except FileExistsError:
                 if claim_owner(path) == root:
                     return True
-                if claim_is_live(path, port):
+                if live(path):
                     return False
-                path.unlink(missing_ok=True)  # its checkout is gone or chose another port: stale
+                path.unlink(missing_ok=True)  # its checkout is gone or chose another: stale
         return False
     finally:
         mine.unlink(missing_ok=True)

@@ -34,7 +34,8 @@ from tests import services  # noqa: E402  (after the path line: tests/ imports a
 #: Modules each of whose tests starts a service (the engine, BuildKit, a registry, sshd, versitygw, a farm).
 SERVICE_MODULES = {
     "test_arches_engine", "test_check_dockerfiles", "test_checkouts", "test_config_engine", "test_engine_run",
-    "test_engines", "test_extract", "test_gpu_test", "test_gpu_test_engine", "test_language_host", "test_lifecycle",
+    "test_engines", "test_extract", "test_farm", "test_farm_faults", "test_gpu_test", "test_gpu_test_engine",
+    "test_language_host", "test_lifecycle",
     "test_publish_rotation", "test_registry", "test_resume", "test_state_server", "test_team_state",
 }
 #: Shared fixtures (tests/*_fixtures.py) that start a service: a test using one is a service test wherever it is.

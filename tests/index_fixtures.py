@@ -20,9 +20,10 @@ import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-#: EF_AMDGPU_MACH values (LLVM BinaryFormat/ELF.h).
-MACH = {"gfx950": 0x4F, "gfx1201": 0x4E, "gfx1151": 0x4A, "gfx942": 0x4C, "gfx90a": 0x3F,
-        "gfx1250": 0x49, "gfx1100": 0x41}
+from rocm_bake.offload.targets import AMDGPU_MACH
+
+#: Each processor's EF_AMDGPU_MACH value, read from the product's table (its one home).
+MACH = {processor: mach for mach, processor in AMDGPU_MACH.items()}
 EM_AMDGPU = 224
 
 #: A platform tag the running interpreter installs.
@@ -32,12 +33,16 @@ GIT = "git31a77fc"
 ROCM = "rocm10.1.0"
 
 
-def amdgpu_code_object(arch: str, body_size: int = 256) -> bytes:
-    """An AMDGPU code object: a valid ELF64 header for ``arch`` plus an arch-specific body."""
+def amdgpu_code_object(arch: str, body_size: int = 256, mach: int | None = None) -> bytes:
+    """An AMDGPU code object: a valid ELF64 header for ``arch`` plus an arch-specific body.
+
+    ``e_flags`` holds ``arch``'s EF_AMDGPU_MACH (KeyError for a name LLVM does
+    not number), or ``mach`` when given (a value for a target with none).
+    """
     ident = b"\x7fELF" + bytes([2, 1, 1, 64, 4]) + bytes(7)
-    header = ident + struct.pack(
-        "<HHIQQQIHHHHHH", 3, EM_AMDGPU, 1, 0, 0, 0, MACH[arch] | 0x300, 64, 56, 0, 64, 0, 0
-    )
+    flags = (MACH[arch] if mach is None else mach) | 0x300
+    header = ident + struct.pack("<HHIQQQIHHHHHH", 3, EM_AMDGPU, 1, 0, 0, 0, flags, 64, 56, 0, 64, 0, 0)
+    assert len(header) == 64
     return header + (arch.encode() * body_size)[:body_size]
 
 
@@ -67,6 +72,7 @@ def make_wheel(
     requires_python: str | None = None,
     filename: str | None = None,
     metadata: bytes | None = None,
+    compression: int = zipfile.ZIP_DEFLATED,
 ) -> Path:
     """Write ``<name>-<version>-<tag>.whl`` into ``out_dir`` and return its path.
 
@@ -74,6 +80,7 @@ def make_wheel(
     A module ``<name>/__init__.py`` records name and version; ``extra_files``
     adds members (e.g. ``device_files``). ``filename`` overrides the file
     name (for tests of mismatched metadata); ``metadata`` the METADATA bytes.
+    ``compression``: ``zipfile.ZIP_STORED`` gives members read in place, not streamed.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = name.replace("-", "_")
@@ -95,7 +102,7 @@ def make_wheel(
     record = "".join(f"{n},{_record_hash(d)},{len(d)}\n" for n, d in members.items())
     members[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
     path = out_dir / (filename or f"{dist}-{version}-{tag}.whl")
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(path, "w", compression=compression) as zf:
         for member, data in members.items():
             zf.writestr(member, data)
     return path

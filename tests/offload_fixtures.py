@@ -7,7 +7,6 @@ gcc and objcopy adds the ``.hip_fatbin`` section, as the HIP toolchain does.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import struct
 import subprocess
@@ -16,23 +15,19 @@ import zlib
 from pathlib import Path
 
 from rocm_bake.zstd import zstd
+from tests.index_fixtures import MACH, NATIVE_TAG, amdgpu_code_object, make_wheel
 
 MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 HOST_ID = "host-x86_64-unknown-linux-gnu"
 
-#: EF_AMDGPU_MACH values for the code objects written into bundle entries.
-MACH = {"gfx950": 0x4F, "gfx1201": 0x4E, "gfx1151": 0x4A, "gfx90a": 0x3F, "gfx942": 0x4C,
-        "gfx1250": 0x49}
+#: The e_flags value given to a code object for a target LLVM does not number (``sm_80``, ``../../x``).
+UNNUMBERED_MACH = 0x7E
 
 
-def amdgpu_code_object(arch: str) -> bytes:
-    """A 64-byte ELF64 header of an AMDGPU code object (EM_AMDGPU, e_flags mach) plus body."""
-    ident = b"\x7fELF" + bytes([2, 1, 1, 64, 4]) + bytes(7)
-    header = ident + struct.pack(
-        "<HHIQQQIHHHHHH", 3, 224, 1, 0, 0, 0, MACH.get(arch, 0x7E) | 0x300, 64, 56, 0, 64, 0, 0
-    )
-    assert len(header) == 64
-    return header + arch.encode() * 16
+def _entry_code_object(target: str) -> bytes:
+    """The code object in a bundle entry for ``target`` (a processor, or any id tail)."""
+    processor = target.split(":")[0]
+    return amdgpu_code_object(processor, 16 * len(processor), None if processor in MACH else UNNUMBERED_MACH)
 
 
 def bundle(ids: list[str], align: int = 4096, payload_extra: bytes = b"") -> bytes:
@@ -42,7 +37,7 @@ def bundle(ids: list[str], align: int = 4096, payload_extra: bytes = b"") -> byt
     or to hide bytes that look like other bundles inside one).
     """
     payloads = [b"" if i.startswith("host-") else
-                amdgpu_code_object(i.rsplit("-", 1)[-1].split(":")[0]) + payload_extra
+                _entry_code_object(i.rsplit("-", 1)[-1]) + payload_extra
                 for i in ids]
     header_size = len(MAGIC) + 8 + sum(24 + len(i) for i in ids)
     offsets, pos = [], header_size
@@ -122,33 +117,6 @@ def section_offsets(so: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def make_wheel(
-    out_dir: Path, dist: str, version: str, members: dict[str, bytes], pure: bool = False,
-    compression: int = zipfile.ZIP_DEFLATED,
-) -> Path:
-    """An installable wheel (dist-info with METADATA, WHEEL and a hashed RECORD)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tag = "py3-none-any" if pure else "cp311-cp311-linux_x86_64"
-    wheel = out_dir / f"{dist}-{version}-{tag}.whl"
-    info = f"{dist}-{version}.dist-info"
-    files = dict(members)
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode()
-    files[f"{info}/WHEEL"] = (
-        f"Wheel-Version: 1.0\nGenerator: rocm-bake-tests\nRoot-Is-Purelib: {str(pure).lower()}\n"
-        f"Tag: {tag}\n"
-    ).encode()
-    record = []
-    for name, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
-    record.append(f"{info}/RECORD,,")
-    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    with zipfile.ZipFile(wheel, "w", compression=compression) as zf:
-        for name, data in files.items():
-            zf.writestr(name, data)
-    return wheel
-
-
 def device_wheel(
     work: Path, dist: str, fatbin: bytes | None, version: str = "1.0", stored: bool = False,
     extra_sections: dict[str, bytes] | None = None, c_source: str = C_SOURCE,
@@ -158,6 +126,6 @@ def device_wheel(
     ``stored``: the members are stored, not deflated (read in place, not streamed).
     """
     so = shared_object(work / "build" / dist, "_C", fatbin, extra_sections, c_source)
-    return make_wheel(work / "wheels", dist, version, {f"{dist}/_C.so": so.read_bytes(),
-                                                     f"{dist}/__init__.py": b""},
-                      compression=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)
+    return make_wheel(work / "wheels", dist, version, extra_files={f"{dist}/_C.so": so.read_bytes(),
+                                                                   f"{dist}/__init__.py": b""},
+                      tag=NATIVE_TAG, compression=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)

@@ -57,6 +57,7 @@ from tests.engine_fixtures import (
 )
 from tests.fake_github import FakeGitHub
 from rocm_bake.manifests import load_targets
+from rocm_bake.offload.targets import processor_of_mach
 from rocm_bake.registry.tls import RegistryTls, ensure_tls
 
 sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
@@ -236,9 +237,6 @@ def test_each_index_installs_its_own_arch_only(project: PulumiProject) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-#: EF_AMDGPU_MACH, the low byte of an AMDGPU code object's e_flags, as LLVM's ELF.h numbers each processor:
-#: the oracle for "this code object is for that arch", independent of rocm-bake's own tables.
-EF_AMDGPU_MACH = {"gfx950": 0x4F, "gfx1201": 0x4E}
 EM_AMDGPU = 224
 
 #: Runs in the fresh venv (standard library only, ``-I``): imports each installed distribution's top-level
@@ -362,7 +360,7 @@ def test_each_index_installs_by_the_printed_pip_line_and_loads_its_arch(project:
 
     Expected: the metapackage plus every wheel manifests/targets.yml names, each top-level module importing
     from the venv; every device-code package's shared object dlopens, and its ``.hip_fatbin`` holds code
-    objects for the index's arch and no other (EM_AMDGPU, EF_AMDGPU_MACH as LLVM numbers them).
+    objects for the index's arch and no other (EM_AMDGPU, and the EF_AMDGPU_MACH the product reads as that arch).
     """
     targets = load_targets().targets
     expected = {"rocm-torch"} | {normal(w) for t in targets for w in t.wheels}
@@ -391,7 +389,7 @@ def test_each_index_installs_by_the_printed_pip_line_and_loads_its_arch(project:
             assert [e["id"].rsplit("--", 1)[-1].split(":")[0] for e in device] == [arch], \
                 f"{arch}: {name}: {lib_name} holds code objects for {[e['id'] for e in device]}"
             (code,) = device
-            assert code["e_machine"] == EM_AMDGPU and code["e_flags"] & 0xFF == EF_AMDGPU_MACH[arch], \
+            assert code["e_machine"] == EM_AMDGPU and processor_of_mach(code["e_flags"]) == arch, \
                 f"{arch}: {name}: {lib_name}'s code object is not {arch}'s: {code}"
 
 

@@ -6,6 +6,7 @@ front to back) and stored (read in place); both readings must agree.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -17,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.offload_fixtures import (
-    amdgpu_code_object, bundle, ccob, device_wheel, hip_ids, make_wheel, section_offsets, shared_object,
-)
+from tests.index_fixtures import NATIVE_TAG, amdgpu_code_object, make_wheel
+from tests.offload_fixtures import bundle, ccob, device_wheel, hip_ids, section_offsets, shared_object
 from rocm_bake.archset import Arch
 from rocm_bake import offload, progress
 from rocm_bake.cli import main
@@ -27,8 +27,12 @@ from rocm_bake.commands.wheel import describe
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.offload import check_wheel_for_arch, parse_bundle_id, wheel_targets
 from rocm_bake.offload import formats as offload_formats
+from rocm_bake.offload.targets import processor_of_mach
 from rocm_bake.offload import source as offload_source
 from rocm_bake.offload import wheel as offload_wheel
+
+#: The demo image's stand-in for a ROCm build (standard library only: it runs inside the image build).
+DEMO_BUILD = Path(__file__).resolve().parents[1] / "dockerfiles" / "demo" / "context" / "demo_build.py"
 
 STORAGE = pytest.mark.parametrize("stored", [False, True], ids=["deflated", "stored"])
 
@@ -80,7 +84,7 @@ def test_plain_so_and_pure_python_wheels_pass(tmp_path: Path) -> None:
     report = wheel_targets(plain)
     assert (report.targets, report.pure, report.device_code) == ([], False, False)
     check_wheel_for_arch(plain, Arch("gfx1201"))
-    pure = make_wheel(tmp_path / "w", "triton_kernels", "1.0", {"triton_kernels/__init__.py": b"x = 1\n"}, pure=True)
+    pure = make_wheel(tmp_path / "w", "triton_kernels", "1.0", extra_files={"triton_kernels/__init__.py": b"x = 1\n"})
     report = wheel_targets(pure)
     assert (report.targets, report.pure, report.device_code) == ([], True, False)
     check_wheel_for_arch(pure, Arch("gfx950"))
@@ -180,11 +184,26 @@ def test_truncated_compressed_bundle_is_a_clear_error(tmp_path: Path, stored: bo
 def test_standalone_amdgpu_code_objects_count(tmp_path: Path) -> None:
     wheel = make_wheel(
         tmp_path, "amd_aiter", "0.1",
-        {"aiter/hsa/gfx942/k.co": amdgpu_code_object("gfx942"), "aiter/__init__.py": b""},
+        extra_files={"aiter/hsa/gfx942/k.co": amdgpu_code_object("gfx942"), "aiter/__init__.py": b""}, tag=NATIVE_TAG,
     )
     assert wheel_targets(wheel).targets == ["gfx942"]
     with pytest.raises(RocmBakeError, match="gfx942, not gfx950"):
         check_wheel_for_arch(wheel, Arch("gfx950"))
+
+
+def test_demo_build_numbers_each_arch_as_the_product_reads_it() -> None:
+    """The demo image's build cannot import rocm_bake, so its EF_AMDGPU_MACH table is a copy: it must
+    agree with the product's, or the demo's code objects would be read as another arch (or none)."""
+    spec = importlib.util.spec_from_file_location("demo_build", DEMO_BUILD)
+    assert spec is not None and spec.loader is not None
+    demo_build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo_build)
+    read_as = {arch: processor_of_mach(mach) for arch, mach in demo_build.MACH.items()}
+    assert read_as == {arch: arch for arch in demo_build.MACH}, \
+        f"{DEMO_BUILD} numbers arches unlike rocm_bake/offload/targets.py: {read_as}"
+    for arch in demo_build.MACH:
+        e_flags = struct.unpack_from("<I", demo_build.code_object(arch), 48)[0]
+        assert processor_of_mach(e_flags) == arch, f"demo code object for {arch}: e_flags {e_flags:#x}"
 
 
 def test_generic_target_covers_its_members() -> None:
@@ -205,7 +224,7 @@ def test_non_wheels(tmp_path: Path) -> None:
 
 def test_cli_wheel_arches_json_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fat = device_wheel(tmp_path / "a", "torch", bundle(hip_ids("gfx950", "gfx1201")))
-    pure = make_wheel(tmp_path / "b", "nixl", "1.0", {"nixl/__init__.py": b""}, pure=True)
+    pure = make_wheel(tmp_path / "b", "nixl", "1.0", extra_files={"nixl/__init__.py": b""})
     assert main(["wheel", "arches", "--json", str(fat), str(pure)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [(d["wheel"], d["targets"], d["pure"], d["unknown"]) for d in data] == [
@@ -224,7 +243,7 @@ def test_elf_without_section_headers_is_unknown(tmp_path: Path) -> None:
     so = bytearray(shared_object(tmp_path, "stripped", None).read_bytes())
     so[0x28:0x30] = bytes(8)  # e_shoff = 0, as sstrip leaves it
     so[0x3C:0x40] = bytes(4)  # e_shnum = e_shstrndx = 0
-    wheel = make_wheel(tmp_path / "w", "lib", "1.0", {"lib/_C.so": bytes(so)})
+    wheel = make_wheel(tmp_path / "w", "lib", "1.0", extra_files={"lib/_C.so": bytes(so)}, tag=NATIVE_TAG)
     report = wheel_targets(wheel)
     assert report.unknown and "without section headers" in " ".join(report.unreadable)
     assert "compressed" not in describe(report)
@@ -427,12 +446,13 @@ def test_bundle_like_data_before_hip_fatbin_never_makes_a_valid_wheel_unknown(tm
     offsets = section_offsets(so)
     decoy_end = offsets[".decoy"][0] + device_offset + claimed
     assert offsets[".decoy"][0] < offsets[".hip_fatbin"][0] < decoy_end < so.stat().st_size
-    streamed = make_wheel(tmp_path / "d", "torch", "1.0", {"torch/_C.so": so.read_bytes()})
+    streamed = make_wheel(tmp_path / "d", "torch", "1.0", extra_files={"torch/_C.so": so.read_bytes()},
+                          tag=NATIVE_TAG)
     report = wheel_targets(streamed)
     assert report.targets == ["gfx950"] and not report.unknown and not report.unreadable
     assert [s.section for s in report.sources] == [".hip_fatbin"]
-    stored = make_wheel(tmp_path / "s", "torch", "1.0", {"torch/_C.so": so.read_bytes()},
-                        compression=zipfile.ZIP_STORED)
+    stored = make_wheel(tmp_path / "s", "torch", "1.0", extra_files={"torch/_C.so": so.read_bytes()},
+                        tag=NATIVE_TAG, compression=zipfile.ZIP_STORED)
     assert wheel_targets(stored).targets == ["gfx950"]
 
 
@@ -562,6 +582,7 @@ def test_bundle_like_data_hiding_the_name_table_is_read_again(tmp_path: Path) ->
     so = shared_object(tmp_path / "b", "_C", bundle(hip_ids("gfx950")), {".decoy": bytes(decoy)})
     assert section_offsets(so) == offsets and so.stat().st_size == size
     assert offsets[".decoy"][0] + device_offset + claimed <= size  # a plausible extent, inside the file
-    streamed = make_wheel(tmp_path / "d", "torch", "1.0", {"torch/_C.so": so.read_bytes()})
+    streamed = make_wheel(tmp_path / "d", "torch", "1.0", extra_files={"torch/_C.so": so.read_bytes()},
+                          tag=NATIVE_TAG)
     report = wheel_targets(streamed)
     assert report.targets == ["gfx950"] and not report.unknown, report

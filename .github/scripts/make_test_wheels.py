@@ -18,9 +18,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from offload_fixtures import bundle, hip_ids, make_wheel, shared_object  # noqa: E402
+from tests.index_fixtures import NATIVE_TAG, make_wheel  # noqa: E402
+from tests.offload_fixtures import bundle, hip_ids, shared_object  # noqa: E402
 
 ROCM = "10.1.0"
 #: (dist, version, has device code)
@@ -40,12 +41,12 @@ def build(arch: str, out: Path) -> list[Path]:
         for dist, version, device in WHEELS:
             if device is None:
                 members = {f"{dist}/__init__.py": b"VERSION = 1\n"}
-                made.append(make_wheel(out, dist, version, members, pure=True))
+                made.append(make_wheel(out, dist, version, extra_files=members))
                 continue
             fatbin = bundle(hip_ids(arch)) if device else None
             so = shared_object(Path(tmp) / dist, "_C", fatbin)
             members = {f"{dist}/__init__.py": f"ARCH = {arch!r}\n".encode(), f"{dist}/_C.so": so.read_bytes()}
-            made.append(make_wheel(out, dist, version, members))
+            made.append(make_wheel(out, dist, version, extra_files=members, tag=NATIVE_TAG))
     return made
 
 

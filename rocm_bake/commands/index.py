@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"ROCm version the wheels' versions must carry (default {DEFAULT_ROCM_VERSION})")
     build.add_argument("--index-base", default=None,
                        help="where the indexes are served (BASE/<arch>/), recorded in rocm-torch so that "
-                            "`python -m rocm_torch` prints real install lines (default: not recorded)")
+                            "python -m rocm_torch prints real install lines (default: not recorded)")
     build.add_argument("--json", action="store_true", help="print the result as JSON (no progress on stderr)")
     build.add_argument("--quiet", action="store_true", help="no progress on stderr")
     build.set_defaults(func=run_build)

@@ -131,15 +131,20 @@ def new_key() -> bytes:
     return openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256")
 
 
-def make_ca(tls: RegistryTls) -> None:
+def make_ca(tls: RegistryTls, name: str = "rocm-bake local registry CA",
+            constraints: str = CA_NAME_CONSTRAINTS) -> None:
+    """A CA of its own (key 0600), its common name ``name`` plus a random suffix: no two CAs look alike.
+
+    ``constraints`` (an openssl ``nameConstraints`` extension) bound what it may vouch for: loopback by default.
+    """
     write_private(tls.ca_key, new_key())
-    subject = f"/O=rocm-bake/CN=rocm-bake local registry CA {secrets.token_hex(4)}"
+    subject = f"/O=rocm-bake/CN={name} {secrets.token_hex(4)}"
     cert = openssl(
         "req", "-x509", "-new", "-key", str(tls.ca_key), "-subj", subject, "-days", str(CA_DAYS), "-sha256",
         "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
         "-addext", "keyUsage=critical,keyCertSign,cRLSign",
         "-addext", "subjectKeyIdentifier=hash",
-        "-addext", CA_NAME_CONSTRAINTS,
+        "-addext", constraints,
     )
     write_public(tls.ca_cert, cert)
 
@@ -157,26 +162,35 @@ def server_cert_valid(tls: RegistryTls) -> bool:
 
 
 def make_server_cert(tls: RegistryTls) -> None:
-    """A leaf for the loopback names, signed by the CA (SANs: Go ignores the CN)."""
-    write_private(tls.server_key, new_key())
-    csr = openssl("req", "-new", "-key", str(tls.server_key), "-subj", "/O=rocm-bake/CN=127.0.0.1")
+    """A leaf for the loopback names, signed by the CA."""
+    issue_leaf(tls, tls.server_key, tls.server_cert, "127.0.0.1", LOOPBACK_NAMES, "serverAuth")
+
+
+def issue_leaf(tls: RegistryTls, key: Path, cert: Path, common_name: str, names: str | None, usage: str) -> None:
+    """A new key (0600) and a certificate for it signed by ``tls``'s CA.
+
+    ``names`` are the subjectAltNames (``IP:...,DNS:...``; Go ignores the CN),
+    ``usage`` the extendedKeyUsage (``serverAuth``, ``clientAuth`` or both).
+    """
+    write_private(key, new_key())
+    csr = openssl("req", "-new", "-key", str(key), "-subj", f"/O=rocm-bake/CN={common_name}")
     extensions = "\n".join([
         "basicConstraints=critical,CA:FALSE",
         "keyUsage=critical,digitalSignature",
-        "extendedKeyUsage=serverAuth",
-        f"subjectAltName={LOOPBACK_NAMES}",
+        f"extendedKeyUsage={usage}",
+        *([f"subjectAltName={names}"] if names else []),
         "subjectKeyIdentifier=hash",
         "authorityKeyIdentifier=keyid:always",
     ]) + "\n"
-    with tempfile.NamedTemporaryFile("w", suffix=".cnf", dir=tls.dir) as extfile:
+    with tempfile.NamedTemporaryFile("w", suffix=".cnf", dir=key.parent) as extfile:
         extfile.write(extensions)
         extfile.flush()
-        cert = openssl(
+        signed = openssl(
             "x509", "-req", "-CA", str(tls.ca_cert), "-CAkey", str(tls.ca_key),
             "-set_serial", f"0x{secrets.token_hex(16)}", "-days", str(SERVER_DAYS), "-sha256",
             "-extfile", extfile.name, input_bytes=csr,
         )
-    write_public(tls.server_cert, cert)
+    write_public(cert, signed)
 
 
 def system_roots(tls: RegistryTls) -> Path | None:
