@@ -4,8 +4,11 @@
 naming the input, exit 2, never a traceback." The commands are discovered
 from the CLI's own parser, and the cases from each argument's kind (a path,
 a number, an arch, any other string), so a new command or argument is covered
-without editing this file. Each case runs the real CLI in a subprocess with
-the other required arguments set to harmless values, one argument hostile.
+without editing this file. Each case runs the real CLI in its own process with
+the other required arguments set to harmless values, one argument hostile:
+a fork of one interpreter that imported the CLI once (``tests/cli_forks.py``),
+and, for each command's first case, also a fresh ``python -m rocm_bake``,
+which must give the same exit code and stderr.
 
 The environment keeps every case on this machine: HTTP goes to a closed
 loopback port, there is no GitHub token, and the Pulumi CLI is absent.
@@ -224,36 +227,69 @@ class Outcome:
     argv: list[str]
     returncode: int | None  # None: still running after the timeout
     stderr: str
+    scratch: Path  # the case's own directory (its HOME and cwd are inside): stderr may name it
+
+    def seen(self) -> tuple[int | None, str]:
+        """Exit code and stderr with the scratch directory named alike, to compare two runs of a case."""
+        return self.returncode, self.stderr.replace(str(self.scratch), "<scratch>")
 
 
-#: Cases run a few at a time: each is a fresh interpreter waiting mostly on imports and the disk.
+#: Cases run a few at a time.
 WORKERS = 3
 TIMEOUT_S = 120
 
 
-def run_case(case: Case, files: dict[str, Path], scratch: Path) -> Outcome:
+def prepare(case: Case, files: dict[str, Path], scratch: Path) -> tuple[list[str], Path, dict[str, str]]:
+    """The case's argv, and the fresh working directory and environment (its own HOME) it runs in."""
     home, work = scratch / "home", scratch / "work"
     home.mkdir(parents=True)
     work.mkdir()
-    argv = argv_for(case, files, work)
+    return argv_for(case, files, work), work, environment(home)
+
+
+def run_case(case: Case, files: dict[str, Path], scratch: Path) -> Outcome:
+    """The case through the real entry point: a fresh ``python -m rocm_bake`` process."""
+    argv, work, env = prepare(case, files, scratch)
     try:
-        done = subprocess.run([sys.executable, "-m", "rocm_bake", *argv], capture_output=True, cwd=work,
-                              env=environment(home), timeout=TIMEOUT_S)
+        done = subprocess.run([sys.executable, "-m", "rocm_bake", *argv], capture_output=True, cwd=work, env=env,
+                              timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return Outcome(argv, None, "")
-    return Outcome(argv, done.returncode, done.stderr.decode("utf-8", "backslashreplace"))
+        return Outcome(argv, None, "", scratch)
+    return Outcome(argv, done.returncode, done.stderr.decode("utf-8", "backslashreplace"), scratch)
+
+
+def run_forked(cases: list[Case], files: dict[str, Path], root: Path) -> list[Outcome]:
+    """Every case as its own process forked from one that imported the CLI once (``tests/cli_forks.py``)."""
+    prepared = [prepare(case, files, root / f"case-{n}") for n, case in enumerate(cases)]
+    jobs = [{"argv": argv, "cwd": str(work), "env": env, "stderr": str(work.parent / "stderr")}
+            for argv, work, env in prepared]
+    server_home = root / "fork-server-home"
+    server_home.mkdir()
+    done = subprocess.run([sys.executable, "-m", "tests.cli_forks"], cwd=ROOT, env=environment(server_home),
+                          input=json.dumps({"workers": WORKERS, "timeout_s": TIMEOUT_S, "jobs": jobs}).encode(),
+                          capture_output=True, check=False, timeout=TIMEOUT_S * len(jobs))
+    assert done.returncode == 0, f"tests/cli_forks.py failed\n{done.stderr.decode()[-3000:]}"
+    codes = {line["index"]: line["returncode"] for line in map(json.loads, done.stdout.decode().splitlines())}
+    return [Outcome(argv, codes[n], Path(job["stderr"]).read_bytes().decode("utf-8", "backslashreplace"),
+                    work.parent) for n, ((argv, work, _), job) in enumerate(zip(prepared, jobs))]
 
 
 @pytest.fixture(scope="session")
-def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+def hostile_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("hostile-files")
+    return {**_files(root), "/dev/zero": Path("/dev/zero")}
+
+
+@pytest.fixture(scope="session")
+def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+             hostile_files: dict[str, Path]) -> dict[str, Outcome]:
     """Every selected case, run before the first assertion (in parallel); each test then checks its own."""
     selected = [item.callspec.params["case"] for item in request.session.items
                 if getattr(item, "originalname", "") == "test_hostile_input_is_a_clear_error"]
-    root = tmp_path_factory.mktemp("hostile")
-    files = {**_files(root), "/dev/zero": Path("/dev/zero")}
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        done = pool.map(lambda n_case: run_case(n_case[1], files, root / f"case-{n_case[0]}"), enumerate(selected))
-        return {case.id: outcome for case, outcome in zip(selected, done)}
+    chosen = {case.id for case in selected}
+    selected += [case for case in FIRST_PER_COMMAND if case.id not in chosen]  # what the entry-point test compares
+    done = run_forked(selected, hostile_files, tmp_path_factory.mktemp("hostile"))
+    return {case.id: outcome for case, outcome in zip(selected, done)}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -273,6 +309,22 @@ def test_hostile_input_is_a_clear_error(case: Case, outcomes: dict[str, Outcome]
     assert result.returncode == 2, f"rocm-bake {shown} exited {result.returncode}\n{stderr[-1500:]}"
     assert ERROR_LINE.search(stderr), f"rocm-bake {shown}: no 'rocm-bake: error:' line\n{stderr[-1500:]}"
     assert len(stderr) < 20_000, f"rocm-bake {shown}: {len(stderr)} bytes of stderr (the input echoed whole?)"
+
+
+#: One case per command, also run through the real entry point (a fresh ``python -m rocm_bake``).
+FIRST_PER_COMMAND = list({case.command: case for case in reversed(CASES)}.values())
+
+
+def test_forks_behave_as_the_real_entry_point(outcomes: dict[str, Outcome], tmp_path: Path,
+                                              hostile_files: dict[str, Path]) -> None:
+    """The fork runner changes nothing a case sees: each command's first case, run as its own
+    ``python -m rocm_bake`` process, gives the same exit code and the same stderr, byte for byte."""
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        real = list(pool.map(lambda n_case: run_case(n_case[1], hostile_files, tmp_path / f"case-{n_case[0]}"),
+                             enumerate(FIRST_PER_COMMAND)))
+    for case, outcome in zip(FIRST_PER_COMMAND, real):
+        assert outcome.returncode is not None and "Traceback" not in outcome.stderr, (case.id, outcome.stderr)
+        assert outcome.seen() == outcomes[case.id].seen(), case.id
 
 
 def test_every_command_is_covered() -> None:
