@@ -33,7 +33,7 @@ from tests.engine_fixtures import (
     project_env,
 )
 from tests.engine_fixtures import base_ref, buildkit, registry  # noqa: F401  (module fixtures)
-from rocm_bake.resource_types import DYNAMIC, FETCHED_WHEELS, GPU_TEST, UNTYPED, WHEEL_INDEX
+from rocm_bake.resource_types import FETCHED_WHEELS, GPU_TEST, UNTYPED, WHEEL_INDEX
 
 
 STACK = "demo-gfx1201"
@@ -147,6 +147,10 @@ def rename_everywhere(value: object, renamed: dict[str, str]) -> object:
     return value
 
 
+#: The dynamic resources of this stack that a program without typed classes declared (ImageHome came typed).
+ONCE_UNTYPED = frozenset({FETCHED_WHEELS.token, WHEEL_INDEX.token, GPU_TEST.token})
+
+
 def as_recorded_before_the_types(deployment: dict) -> dict:
     """The same state with every dynamic resource under the SDK's default type ``pulumi-python:dynamic:Resource``,
     in its ``type`` and its URN (every reference renamed): what a stack declared without typed classes holds."""
@@ -154,9 +158,9 @@ def as_recorded_before_the_types(deployment: dict) -> dict:
         head, qualified, name = urn.rsplit("::", 2)
         return "::".join([head, qualified.rsplit("$", 1)[0] + "$" + UNTYPED if "$" in qualified else UNTYPED, name])
 
-    renamed = {r["urn"]: untyped_urn(r["urn"]) for r in deployment["resources"] if r["type"] in DYNAMIC}
+    renamed = {r["urn"]: untyped_urn(r["urn"]) for r in deployment["resources"] if r["type"] in ONCE_UNTYPED}
     assert sorted(u.rsplit("::", 1)[1] for u in renamed) == ["gpu-test-gfx1201", "index-gfx1201", "wheels-gfx1201"]
-    resources = [{**r, "type": UNTYPED} if r["type"] in DYNAMIC else r for r in deployment["resources"]]
+    resources = [{**r, "type": UNTYPED} if r["type"] in ONCE_UNTYPED else r for r in deployment["resources"]]
     return rename_everywhere({**deployment, "resources": resources}, renamed)  # type: ignore[return-value]
 
 
@@ -185,10 +189,10 @@ def operations(project: PulumiProject) -> set[tuple[str, str, str]]:
 
 
 def typed(project: PulumiProject) -> dict[str, str]:
-    """Each dynamic resource's recorded type, by name, and (for each) its parent's name."""
+    """The recorded type of each dynamic resource an untyped program declared, by name, with its parent's name."""
     after = json.loads(project.run("stack", "export", stack=STACK).stdout)["deployment"]["resources"]
     return {r["urn"].rsplit("::", 1)[1]: f'{r["type"]} under {r["parent"].rsplit("::", 1)[1]}' for r in after
-            if r["type"].startswith("pulumi-python:dynamic")}
+            if r["type"] in ONCE_UNTYPED | {UNTYPED}}
 
 
 #: Where each dynamic resource lives now, and under which type.

@@ -718,7 +718,6 @@ def runner(tmp_path_factory: pytest.TempPathFactory, bucket: state_server.StateS
     (checkout / "stacks" / f"Pulumi.{stack}.yaml").write_text(
         "config:\n  rocm-bake:pytorchRocmArch: gfx950\n  rocm-bake:registry: registry.example:5000\n"
         "  rocm-bake:builder: the-farm\n  rocm-bake:publish: true\n  rocm-bake:githubRepo: octo/rocm-bake\n"
-        "  rocm-bake:targets: triton-wheel\n"
         f"  rocm-bake:buildArgs: {{ROCM_IMAGE: '{NO_BASE}', PYTHON_IMAGE: '{NO_BASE}'}}\n"
         f"  rocm-bake:githubApiUrl: {github.api_url}\n  rocm-bake:githubUploadsUrl: {github.uploads_url}\n"
         f"  rocm-bake:githubWebUrl: {github.web_url}\n")
