@@ -18,6 +18,11 @@ from rocm_bake.farm.layout import HOSTS, Layout
 #: How long the processes of a namespace get to end after SIGTERM before SIGKILL.
 STOP_GRACE_S = 15.0
 
+#: Retransmissions before a farm host's TCP gives up on a peer that stopped answering: 8 is about 100 s
+#: at the 200 ms minimum RTO, against about 15 min for Linux's default 15. A push to a registry whose link
+#: went down mid-write otherwise hangs that long; a team whose hosts can vanish sets the same.
+TCP_RETRIES2 = 8
+
 
 def ip(*args: str, check: bool = True) -> str:
     """Run ``ip``; a failure is one line naming the command and ip's own reason."""
@@ -65,6 +70,16 @@ def create(layout: Layout) -> None:
         ip("link", "set", layout.veth(host), "master", layout.bridge, "up")
         ip("-n", ns, "addr", "add", f"{layout.address(host)}/24", "dev", "eth0")
         ip("-n", ns, "link", "set", "eth0", "up")
+        give_up_on_silent_peers(ns)
+
+
+def give_up_on_silent_peers(ns: str) -> None:
+    """Set the namespace's own ``net.ipv4.tcp_retries2`` (a per-namespace sysctl: this host's stays as it is)."""
+    result = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_retries2={TCP_RETRIES2}"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        reason = (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+        raise RocmBakeError(f"sysctl net.ipv4.tcp_retries2 in {ns}: {reason}")
 
 
 def netns_pids(ns: str) -> list[int]:
