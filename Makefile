@@ -43,7 +43,7 @@ TRUST_REGISTRY = if [ -f $(TLS_DIR)/ca.pem ]; then SSL_CERT_FILE=$$($(BIN)/pytho
 # benchmark, chromium for the landing-page test, openssl for the registry's TLS.
 APT_PACKAGES ?= docker-registry openssl openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: help setup apt venv lock engines builder builder-stop farm farm-down down forget test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: help setup apt venv lock engines builder builder-stop farm farm-down down status forget test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines ## everything the rest needs: Debian packages, the venv from requirements.lock, the engines (first time ~12 min)
 
@@ -95,32 +95,32 @@ engines: ## take the installed engines that fit the pins, build the rest from Go
 	$(PYTHON) tools/engines.py --engines $(ENGINES)
 
 builder: engines registry-tls ## start this checkout's buildkitd and register it as the buildx builder (BUILDER)
-	$(PYTHON) tools/builder.py start --name $(BUILDER) --registry 127.0.0.1:$(REGISTRY_PORT) --registry-ca $(TLS_DIR)/ca.pem
+	$(PYTHON) -m rocm_bake.local start builder --name $(BUILDER) --registry 127.0.0.1:$(REGISTRY_PORT) --registry-ca $(TLS_DIR)/ca.pem
 
 builder-stop: ## stop that buildkitd and unregister the builder
-	$(PYTHON) tools/builder.py stop $(BUILDER_GIVEN)
+	$(PYTHON) -m rocm_bake.local stop builder $(BUILDER_GIVEN)
 
-# A build farm on this machine (rocm_bake/farm): builder-1 and builder-2
+# A build farm on this machine (rocm_bake/local/farm): builder-1 and builder-2
 # (buildkitd over mutual TLS, registered with buildx in BUILDX_CONFIG), an
 # authenticated TLS registry, a state bucket and a GPU node (sshd), each in
 # its own network namespace on 198.18.<slot>.0/24; it prints the export lines
 # and each host's address. Root only (namespaces). farm-down removes all of it.
 farm: setup ## start a build farm of network-namespace hosts (2 builders, registry, state, gpu-node); print its exports
-	$(BIN)/python -m rocm_bake.farm up
+	$(BIN)/python -m rocm_bake.local start farm
 
 farm-down: ## remove this checkout's farm: its processes, namespaces, veths, bridge, builders and files
-	$(PYTHON) -m rocm_bake.farm down
+	$(PYTHON) -m rocm_bake.local stop farm
 
-# Stops what this checkout started, and nothing else: its builder, its registry
-# and its state server, each known by its pidfile and its own path in its
-# command line (rocm_bake/daemons.py), and its farm. Their data stays (the
-# farm's, made for it alone, goes with it).
+# Stops what this checkout started, and nothing else: its builder, its farm,
+# its registry and its state server, each known by its pidfile and its own
+# path in its command line (rocm_bake/local/daemons.py). Their data stays (the
+# farm's, made for it alone, goes with it). `make down`, every *-stop target
+# and `make status` take the one path: python -m rocm_bake.local (rocm_bake/local/).
 down: ## stop this checkout's builder, registry, state server and farm, nothing else (their data stays)
-	$(PYTHON) tools/builder.py stop $(BUILDER_GIVEN)
-	$(PYTHON) -m rocm_bake.farm down
-	$(PYTHON) -m rocm_bake.registry.local stop --root $(REGISTRY_DIR)
-	$(PYTHON) -m rocm_bake.daemons stop --name state-server --program versitygw \
-	  --pidfile $(CURDIR)/.rocm-bake/state-server/versitygw.pid --marker $(CURDIR)/.rocm-bake/state-server
+	$(PYTHON) -m rocm_bake.local stop $(BUILDER_GIVEN) --registry-dir $(REGISTRY_DIR)
+
+status: ## whether this checkout's builder, farm, registry and state server run (changes nothing)
+	@$(PYTHON) -m rocm_bake.local status --registry-dir $(REGISTRY_DIR)
 
 # The way back, before removing .rocm-bake: what this checkout left outside itself.
 forget: down ## stop the daemons, then remove this checkout's port claim (~/.cache/rocm-bake/ports) and Pulumi workspace file (~/.pulumi/workspaces)
@@ -145,7 +145,7 @@ test-host: ## Go tests of our own language host (tools/pulumi-language-python)
 # that reaches no registry: stand-in bases and named contexts, the real build
 # args (tests/test_check_dockerfiles.py runs the same code in make test).
 check-dockerfiles: setup ## buildx build --check of every real Dockerfile, offline (no registry reached)
-	$(BIN)/python tools/check_dockerfiles.py
+	$(BIN)/python dockerfiles/check_dockerfiles.py
 
 include mk/pulumi.mk
 
@@ -167,7 +167,7 @@ registry-tls: $(BIN)/rocm-bake ## make this checkout's registry CA once (.rocm-b
 # some other process answers on is refused, never adopted.
 # It serves https with this checkout's CA (.rocm-bake/tls).
 registry: registry-tls ## start this checkout's registry on 127.0.0.1:REGISTRY_PORT over https (storage in .registry/)
-	$(BIN)/python -m rocm_bake.registry.local start --port $(REGISTRY_PORT) --root $(REGISTRY_DIR) --tls-dir $(TLS_DIR)
+	$(BIN)/python -m rocm_bake.local start registry --port $(REGISTRY_PORT) --root $(REGISTRY_DIR) --tls-dir $(TLS_DIR)
 
 plan: setup ## the resources stack ARCH declares, under the mock runtime (builds nothing)
 	$(BIN)/rocm-bake plan $(ARCH)

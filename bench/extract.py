@@ -49,7 +49,7 @@ from rocm_bake.archset import ArchSet  # noqa: E402
 from rocm_bake import progress  # noqa: E402
 from rocm_bake.registry.extract import fetch_wheels  # noqa: E402
 from rocm_bake.registry.manifest import OCI_MANIFEST  # noqa: E402
-from rocm_bake.registry.server import start_registry  # noqa: E402
+from rocm_bake.local.registry_server import start_registry  # noqa: E402
 
 MB = 1 << 20
 CHUNK = 4 * MB

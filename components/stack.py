@@ -136,17 +136,13 @@ def declare_image_home(config: StackConfig) -> ImageHome:
 
 
 def check_run_environment(config: StackConfig) -> None:
-    """Before anything is declared: the salt the CLI wrote into the tracked stack file goes back out
-    (tools/strip-salt, as .tools/bin/pulumi does after a run), and a run that lacks this checkout's
-    buildx config or registry CA stops with one line naming the export that works (rocm_bake/run_env.py)."""
-    import subprocess
-
-    from rocm_bake.run_env import missing_environment
+    """Before anything is declared: the salt the CLI wrote into the tracked stack file goes back out (the one
+    place that strips it), and a run that lacks this checkout's buildx config or registry CA stops with one
+    line naming the export that works (rocm_bake/run_env.py)."""
+    from rocm_bake.run_env import missing_environment, strip_salt
 
     root = Path(pulumi.get_root_directory() or ".").resolve()
-    strip_salt = root / "tools" / "strip-salt"
-    if strip_salt.is_file():  # a checkout (a copy of the program has no tracked stack files to keep)
-        subprocess.run([str(strip_salt), str(root)], check=False)
+    strip_salt(root)
     problem = missing_environment(root, config.builder, config.registry)
     if problem is not None:
         raise RocmBakeError(problem)

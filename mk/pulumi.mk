@@ -62,11 +62,11 @@ demo-destroy: setup ## pulumi destroy of the demo stack (the registry and the bu
 
 # Team state: an S3 bucket on loopback (versitygw, built by `make setup`)
 # with its data, port and keys under .rocm-bake/state-server/; prints the
-# export lines that point pulumi at it (tools/state_server.py).
+# export lines that point pulumi at it (rocm_bake/local/state_server.py).
 state-server: engines ## start an S3 bucket server (versitygw) on loopback for team state; prints the export lines
-	@$(PYTHON) tools/state_server.py start
+	@$(PYTHON) -m rocm_bake.local start state-server
 
 state-server-stop: ## stop it; the buckets stay in .rocm-bake/state-server
-	@$(PYTHON) tools/state_server.py stop
+	@$(PYTHON) -m rocm_bake.local stop state-server
 
 .PHONY: passphrase demo demo-base demo-destroy state-server state-server-stop

@@ -4,7 +4,7 @@ Several checkouts share a host (a team's clones, CI jobs, agents), so
 nothing local may be global: each checkout's registry listens on its own
 loopback port and its buildx builder carries the checkout's id. The choice
 is made the first time anything asks (every ``make`` run does), written
-once, and read by the Makefile, ``tools/builder.py`` and the Pulumi program
+once, and read by the Makefile, ``rocm_bake/local/builder.py`` and the Pulumi program
 (the defaults of ``rocm-bake:registry`` and ``rocm-bake:builder``).
 
 A port is claimed machine-wide in ``$XDG_CACHE_HOME/rocm-bake/ports/``

@@ -12,6 +12,17 @@ declared, naming the export line that works (or ``.tools/bin/pulumi``).
 
 A stack whose builder and registry are the team's (named in its stack file)
 needs neither: nothing here applies to it.
+
+The salt: the CLI (3.274) writes the state's ``encryptionsalt`` into a stack
+file that has none whenever it loads the stack's config (``stack init``, and
+before the program starts on ``up``, ``preview``, ``refresh``, ``destroy``:
+``getAndSaveSecretsManager`` in pkg/cmd/pulumi/config/io.go), fallback to the
+state's secrets manager or not. The salt belongs to the state, never to the
+tracked stack files, so the program takes it back out before it declares
+anything (:func:`strip_salt`): one place, for ``make up``/``demo``/``preview``,
+``.tools/bin/pulumi`` and a plain ``pulumi`` alike. A command that runs no
+program (``stack init``, ``destroy``, ``refresh``, ``config set``) leaves the
+line until the next ``up`` or ``preview`` takes it out.
 """
 
 from __future__ import annotations
@@ -25,6 +36,35 @@ from rocm_bake.checkout import load_checkout
 #: The checkout's own buildx config and registry TLS directory (the Makefile's BUILDX_CONFIG and TLS_DIR).
 BUILDX_DIR = Path(".rocm-bake") / "buildx"
 TLS_DIR = Path(".rocm-bake") / "tls"
+
+
+#: The line the CLI writes into a stack file (``encryptionsalt: v1:...``).
+SALT_LINE = "encryptionsalt: "
+
+
+def strip_salt(root: Path, env: dict[str, str] | os._Environ[str] | None = None) -> list[Path]:
+    """Take the salt line out of checkout ``root``'s stack files (``stacks/Pulumi.*.yaml``); the files changed.
+
+    Only when the run takes the stack's secrets manager from the state
+    (``PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER=true``, as ``.tools/bin/pulumi``,
+    the workflows and the export lines set it): without that, the next run
+    would mint a new salt, and the stack's secrets would no longer decrypt.
+    """
+    env = os.environ if env is None else env
+    if env.get("PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER") != "true":
+        return []
+    changed = []
+    for stack_file in sorted((root / "stacks").glob("Pulumi.*.yaml")):
+        try:
+            text = stack_file.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        lines = text.splitlines(keepends=True)
+        kept = [line for line in lines if not line.startswith(SALT_LINE)]
+        if len(kept) != len(lines):
+            stack_file.write_text("".join(kept), encoding="utf-8")
+            changed.append(stack_file)
+    return changed
 
 
 def trusts_ca(cert_file: str | None, ca: Path) -> bool:

@@ -21,13 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from rocm_bake.registry.tls import RegistryTls
 from tests import services
+from tests.registry_fixtures import Registry, registry  # noqa: F401 - the one registry fixture
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import builder as builder_tool  # noqa: E402  (tools/builder.py: make builder's own code)
-import state_server  # noqa: E402  (tools/state_server.py: make state-server's own code)
+from rocm_bake.local import builder as builder_tool  # noqa: E402  (make builder's own code)
+from rocm_bake.local import state_server  # noqa: E402  (make state-server's own code)
 TOOLS_BIN = ROOT / ".tools" / "bin"
 VENV_BIN = ROOT / ".venv" / "bin"
 #: What a HEAD of a manifest by digest accepts: OCI and Docker, index and single-platform.
@@ -49,7 +48,7 @@ def engine(name: str) -> Path:
 
 @dataclass
 class BuildKit:
-    """A running buildkitd and the buildx remote builder that names it (tools/builder.py)."""
+    """A running buildkitd and the buildx remote builder that names it (rocm_bake/local/builder.py)."""
 
     builder: str
     state: Path
@@ -135,12 +134,19 @@ def live_processes(env_entry: str | None = None, needle: str = "", group: int | 
 STACK_SECRETS_KEYS = ("encryptionsalt:", "encryptedkey:", "secretsprovider:")
 
 
+def copy_components(dest: Path) -> None:
+    """The program's own package beside a program in ``dest``: ``components`` is no installed module, so the
+    language host and the dynamic providers import it from the project directory, as in a checkout."""
+    shutil.copytree(ROOT / "components", dest / "components", ignore=shutil.ignore_patterns("__pycache__"))
+
+
 def copy_project(dest: Path) -> Path:
-    """The program's files (Pulumi.yaml, __main__.py, stacks, demo Dockerfiles) with an absolute venv."""
+    """The program's files (Pulumi.yaml, __main__.py, components, stacks, demo Dockerfiles) with an absolute venv."""
     dest.mkdir(parents=True)
     pulumi_yaml = (ROOT / "Pulumi.yaml").read_text().replace("virtualenv: .venv", f"virtualenv: {ROOT / '.venv'}")
     (dest / "Pulumi.yaml").write_text(pulumi_yaml)
     shutil.copy(ROOT / "__main__.py", dest / "__main__.py")
+    copy_components(dest)
     shutil.copytree(ROOT / "stacks", dest / "stacks")
     for stack_file in (dest / "stacks").glob("Pulumi.*.yaml"):
         # New stacks with the test's own passphrase: drop the salt a local `make demo` wrote with the user's.
@@ -181,45 +187,43 @@ def engines_built() -> None:
         engine(name)
 
 
-def free_port_registry(tmp: Path, tls: RegistryTls | None = None) -> Iterator[str]:
-    """The real registry the registry tests use (tests/registry_fixtures.py), for the engine tests; https with ``tls``."""
-    from tests.registry_fixtures import running_registry
-
-    yield from running_registry(tmp, tls)
-
-
-# -- Module fixtures the plain-http engine tests share (test_lifecycle.py runs its own over TLS) --------------
+# -- Module fixtures the engine tests share: the module's registry (tests/registry_fixtures.py; https when the
+# -- module sets REGISTRY_TLS = True), a buildkitd that pushes to it, and the demo base in it ----------------
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A loopback docker-registry of the module's own, on a free port."""
-    yield from free_port_registry(tmp_path_factory.mktemp("registry"))
-
-
-@pytest.fixture(scope="module")
-def buildkit(tmp_path_factory: pytest.TempPathFactory, registry: str) -> Iterator[BuildKit]:
-    """A private buildkitd that may push to ``registry``, registered in a private BUILDX_CONFIG."""
-    kit = start_buildkit(tmp_path_factory.mktemp("buildkit"), [registry])
+def buildkit(tmp_path_factory: pytest.TempPathFactory, registry: Registry) -> Iterator[BuildKit]:
+    """A private buildkitd that may push to ``registry`` (trusting its CA when it serves TLS), registered in a
+    private BUILDX_CONFIG."""
+    kit = start_buildkit(tmp_path_factory.mktemp("buildkit"), [registry.address],
+                         ca=registry.tls.ca_cert if registry.tls else None)
     try:
         yield kit
     finally:
         stop_buildkit(kit)
 
 
-@pytest.fixture(scope="module")
-def base_ref(registry: str, buildkit: BuildKit) -> str:
-    """The demo base (dockerfiles/demo/base.py: debootstrap, pushed FROM scratch) in ``registry``."""
+def push_demo_base(registry: Registry, buildkit: BuildKit) -> str:
+    """What `make demo-base` does (dockerfiles/demo/base.py: debootstrap, pushed FROM scratch; skipped when the
+    registry has it); its reference."""
     sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
     import base as demo_base  # dockerfiles/demo/base.py, the code `make demo-base` runs
 
     env = os.environ.copy()
     os.environ.update(buildkit.env())
+    if registry.tls is not None:
+        os.environ["SSL_CERT_FILE"] = str(registry.tls.bundle)
     try:
-        return demo_base.push_base(registry, buildkit.builder, str(TOOLS_BIN / "buildx"))
+        return demo_base.push_base(registry.address, buildkit.builder, str(TOOLS_BIN / "buildx"))
     finally:
         os.environ.clear()
         os.environ.update(env)
+
+
+@pytest.fixture(scope="module")
+def base_ref(registry: Registry, buildkit: BuildKit) -> str:
+    """The demo base in the module's registry."""
+    return push_demo_base(registry, buildkit)
 
 
 #: The bucket the team's state lives in, on the loopback S3 gateway.

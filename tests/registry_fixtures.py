@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import socket
+import ssl
 import struct
 import tarfile
 import threading
@@ -30,8 +31,8 @@ import yaml
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.registry.manifest import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
 from rocm_bake.registry.scheme import scheme_for
-from rocm_bake.registry.server import start_registry
-from rocm_bake.registry.tls import RegistryTls
+from rocm_bake.local.registry_server import start_registry
+from rocm_bake.registry.tls import RegistryTls, ensure_tls
 
 from tests import services
 from tests.retry_fixtures import no_waits  # noqa: F401 - re-exported fixture
@@ -48,8 +49,18 @@ LAYER_TYPES = {
 
 @dataclass
 class Registry:
+    """A running registry: its address, its storage root, and its TLS (None: plain http on loopback)."""
+
     address: str
     root: Path
+    tls: RegistryTls | None = None
+
+    def get(self, path: str, method: str = "GET", headers: dict[str, str] | None = None) -> httpx.Response:
+        """A request to the registry; over TLS, trusting only the test's CA (never plain http)."""
+        if self.tls is None:
+            return httpx.request(method, f"http://{self.address}{path}", headers=headers, timeout=30)
+        trusted = ssl.create_default_context(cafile=str(self.tls.ca_cert))
+        return httpx.request(method, f"https://{self.address}{path}", headers=headers, verify=trusted, timeout=30)
 
     def blob_path(self, digest: str) -> Path:
         """Where the registry keeps a blob: under the storage root its config.yml names, in the filesystem
@@ -95,10 +106,13 @@ def write_htpasswd(path: Path, username: str, password: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+def registry(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """The module's own real registry on a free loopback port: plain http, or https from a CA of the test's own
+    when the module sets ``REGISTRY_TLS = True`` (as ``make registry`` serves)."""
+    tls = ensure_tls(tmp_path_factory.mktemp("tls")) if getattr(request.module, "REGISTRY_TLS", False) else None
     root = tmp_path_factory.mktemp("registry")
-    for address in running_registry(root):
-        yield Registry(address, root)
+    for address in running_registry(root, tls):
+        yield Registry(address, root, tls)
 
 
 def reset_connection(handler: BaseHTTPRequestHandler) -> None:

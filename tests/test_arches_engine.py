@@ -20,16 +20,16 @@ from pathlib import Path
 import pytest
 
 from tests.engine_fixtures import ROOT, BuildKit, builder_tool, copy_project, engine, project_env
-from tests.engine_fixtures import base_ref, buildkit, registry  # noqa: F401  (module fixtures)
+from tests.engine_fixtures import Registry, base_ref, buildkit, registry  # noqa: F401  (module fixtures)
 
 STACKS = ("demo-gfx950", "demo-gfx1201")
 
 
 @pytest.fixture(scope="module")
-def second_builder(tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: BuildKit) -> Iterator[str]:
+def second_builder(tmp_path_factory: pytest.TempPathFactory, registry: Registry, buildkit: BuildKit) -> Iterator[str]:
     """Another buildkitd beside the module's, registered in the same BUILDX_CONFIG."""
     name, state = f"{buildkit.builder}-2", tmp_path_factory.mktemp("buildkit-2") / "buildkit"
-    builder_tool.start(name, state, [registry], env=buildkit.env())
+    builder_tool.start(name, state, [registry.address], env=buildkit.env())
     try:
         yield name
     finally:
@@ -56,12 +56,12 @@ def built_something(builder: str, env: dict[str, str]) -> bool:
     return bool(re.search(r"^Total:\s+[1-9]", du.stdout, re.MULTILINE))
 
 
-def test_two_demo_stacks_up_at_once_each_on_its_own_builder(tmp_path: Path, registry: str, buildkit: BuildKit,
+def test_two_demo_stacks_up_at_once_each_on_its_own_builder(tmp_path: Path, registry: Registry, buildkit: BuildKit,
                                                              base_ref: str, second_builder: str) -> None:
     project = copy_project(tmp_path / "project")
     (tmp_path / "state").mkdir()
     env = project_env(tmp_path / "state", buildkit, tmp_path)
-    env.update(ROCM_BAKE_REGISTRY=registry, ROCM_BAKE_PULUMI=str(engine("pulumi")),
+    env.update(ROCM_BAKE_REGISTRY=registry.address, ROCM_BAKE_PULUMI=str(engine("pulumi")),
                ROCM_BAKE_STACK_BUILDERS=f"demo-gfx950={buildkit.builder},demo-gfx1201={second_builder}")
     for stack in STACKS:
         with (project / "stacks" / f"Pulumi.{stack}.yaml").open("a") as stack_file:

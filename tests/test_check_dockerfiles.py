@@ -1,6 +1,6 @@
 """``make check-dockerfiles`` on the real BuildKit: the real Dockerfiles pass, broken ones fail naming why.
 
-The same code the make target runs (tools/check_dockerfiles.py) on a private
+The same code the make target runs (dockerfiles/check_dockerfiles.py) on a private
 buildkitd that can reach no registry, so "offline" is what is tested.
 """
 
@@ -16,8 +16,8 @@ import pytest
 
 from tests.engine_fixtures import ROOT, engine
 
-sys.path.insert(0, str(ROOT / "tools"))
-import check_dockerfiles as tool  # noqa: E402  (tools/check_dockerfiles.py: make check-dockerfiles)
+sys.path.insert(0, str(ROOT / "dockerfiles"))
+import check_dockerfiles as tool  # noqa: E402  (dockerfiles/check_dockerfiles.py: make check-dockerfiles)
 
 from rocm_bake.config import StackConfig, load_stack_config  # noqa: E402
 
@@ -90,7 +90,7 @@ def test_a_syntax_line_fails_offline_naming_the_frontend(kit: tool.OfflineBuilde
 def test_the_make_target_exits_1_and_names_the_broken_file(kit: tool.OfflineBuilder, tmp_path: Path) -> None:
     path = broken(tmp_path, "vllm.Dockerfile", "COPY --from=amd_aiter", "COPY --from=aiter")
     good = ROOT / "dockerfiles" / "torch.Dockerfile"
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "check_dockerfiles.py"), "--builder", kit.name,
+    result = subprocess.run([sys.executable, str(ROOT / "dockerfiles" / "check_dockerfiles.py"), "--builder", kit.name,
                              str(good), str(path)], env={**os.environ, **kit.env}, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr

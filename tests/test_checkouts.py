@@ -250,7 +250,7 @@ def test_make_registry_never_adopts_a_port_it_did_not_start(tmp_path: Path) -> N
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "rocm_bake.registry.local", "start", "--port", str(port),
+        result = subprocess.run([sys.executable, "-m", "rocm_bake.local", "start", "registry", "--port", str(port),
                                  "--root", str(tmp_path / "registry")], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"127.0.0.1:{port} is in use by a process that is not this checkout's registry" in result.stderr
@@ -283,9 +283,9 @@ def start_daemons(checkout: Path, env: dict[str, str]) -> dict[str, int]:
     record = subprocess.run([sys.executable, "-m", "rocm_bake.checkout", "--make"], cwd=checkout, env=env,
                             capture_output=True, text=True, check=True).stdout.split()
     port, builder = record
-    subprocess.run([sys.executable, "-m", "rocm_bake.registry.local", "start", "--port", port, "--root",
+    subprocess.run([sys.executable, "-m", "rocm_bake.local", "start", "registry", "--port", port, "--root",
                     str(checkout / ".registry")], cwd=checkout, env=env, check=True, capture_output=True)
-    subprocess.run([sys.executable, str(checkout / "tools" / "builder.py"), "start", "--name", builder,
+    subprocess.run([sys.executable, "-m", "rocm_bake.local", "start", "builder", "--name", builder,
                     "--registry", f"127.0.0.1:{port}"], cwd=checkout, check=True, capture_output=True,
                    env={**env, "BUILDX_CONFIG": str(checkout / ".rocm-bake" / "buildx"),
                         "PATH": f"{ROOT / '.tools' / 'bin'}:{env.get('PATH', '')}"})
@@ -349,7 +349,7 @@ def test_make_clean_stops_the_daemons_first_and_make_down_then_says_nothing_runs
 
 def test_a_pidfile_whose_process_is_alive_is_never_deleted(tmp_path: Path) -> None:
     """A live ``sleep`` named by the pidfile but not recognisably this checkout's: not signalled, file kept."""
-    from rocm_bake.daemons import stop
+    from rocm_bake.local.daemons import stop
 
     stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
     while not Path(f"/proc/{stranger.pid}/cmdline").read_bytes():  # vfork: Popen may return mid-exec

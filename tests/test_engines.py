@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine_fixtures import BuildKit, engine, live_processes
-from tests.engine_fixtures import buildkit, registry  # noqa: F401  (module fixtures)
+from tests.engine_fixtures import Registry, buildkit, registry  # noqa: F401  (module fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -249,7 +249,7 @@ def layer_files(registry: str, repository: str, tag: str) -> dict[str, bytes]:
     return files
 
 
-def test_buildkit_builds_from_scratch_runs_a_step_and_pushes(tmp_path: Path, registry: str,
+def test_buildkit_builds_from_scratch_runs_a_step_and_pushes(tmp_path: Path, registry: Registry,
                                                              buildkit: BuildKit) -> None:
     if not BUSYBOX.is_file():
         pytest.fail(f"{BUSYBOX} is missing: `make setup` installs busybox-static (the test's base image)")
@@ -258,15 +258,15 @@ def test_buildkit_builds_from_scratch_runs_a_step_and_pushes(tmp_path: Path, reg
     shutil.copy(BUSYBOX, base / "busybox")
     (base / "Dockerfile").write_text(
         "FROM scratch\nCOPY busybox /bin/busybox\nCOPY busybox /bin/sh\n")
-    buildx_build(buildkit, base, f"{registry}/engines-test/base:1")
+    buildx_build(buildkit, base, f"{registry.address}/engines-test/base:1")
     derived = tmp_path / "derived"
     derived.mkdir()
     (derived / "Dockerfile").write_text(
-        f"FROM {registry}/engines-test/base:1\n"
+        f"FROM {registry.address}/engines-test/base:1\n"
         "RUN [\"/bin/busybox\", \"sh\", \"-c\", \"echo ran-by-buildkit > /x && /bin/busybox uname -s > /kernel\"]\n")
-    buildx_build(buildkit, derived, f"{registry}/engines-test/derived:1")
+    buildx_build(buildkit, derived, f"{registry.address}/engines-test/derived:1")
 
-    files = layer_files(registry, "engines-test/derived", "1")
+    files = layer_files(registry.address, "engines-test/derived", "1")
     assert files["x"] == b"ran-by-buildkit\n", "the RUN step's output is in the pushed image"
     assert files["kernel"] == b"Linux\n"
     assert files["bin/busybox"] == BUSYBOX.read_bytes(), "the base's layer is under the derived image"

@@ -1,4 +1,4 @@
-"""``make farm`` / ``make farm-down`` (rocm_bake/farm) for real: namespaces, veths, a bridge and five hosts.
+"""``make farm`` / ``make farm-down`` (rocm_bake/local/farm) for real: namespaces, veths, a bridge and five hosts.
 
 Root only, as CI runs: a farm needs ``ip netns``. Each test's farm belongs to
 a temp checkout (its own ``.rocm-bake``), so it never touches this
@@ -9,7 +9,6 @@ and asserts that nothing of it is left.
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime
 import hashlib
 import hmac
@@ -19,83 +18,37 @@ import shutil
 import socket
 import ssl
 import subprocess
-import tempfile
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.farm import farm as farm_mod
-from rocm_bake.farm import hosts, slots
-from rocm_bake.farm.layout import BUCKET, BUILDERS, HOSTS, REGION, REGISTRY_USER, Layout
-from rocm_bake.farm.fleet import NO_GPU_STATUS
-from tests.engine_fixtures import VENV_BIN, engine
+from rocm_bake.local.farm import farm as farm_mod
+from rocm_bake.local import builder
+from rocm_bake.local.farm import hosts
+from rocm_bake.local.farm.layout import BUCKET, BUILDERS, HOSTS, REGION, REGISTRY_USER, Layout
+from rocm_bake.local.farm.fleet import NO_GPU_STATUS
+from tests.engine_fixtures import VENV_BIN
+from tests.farm_fixtures import (  # noqa: F401 - farm: the module's farm fixture
+    buildx_names,
+    checkouts,
+    farm,
+    leftovers,
+    need_root_and_engines,
+    quiet,
+)
 
 
 BUSYBOX = Path("/bin/busybox")
-
-
-def need_root_and_engines() -> None:
-    if os.geteuid() != 0:
-        pytest.fail("the farm tests need root (ip netns, veths), as CI runs them")
-    for name in ("buildkitd", "buildx", "versitygw"):
-        engine(name)
 
 
 @pytest.fixture(autouse=True)
 def farm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     need_root_and_engines()
     monkeypatch.delenv("BUILDX_CONFIG", raising=False)  # each temp checkout's own .rocm-bake/buildx
-
-
-@contextlib.contextmanager
-def checkouts(*names: str) -> Iterator[list[Path]]:
-    """Temp checkout roots outside pytest's basetemp (which a concurrent pytest of this user may prune)."""
-    top = Path(tempfile.mkdtemp(prefix="rocm-bake-farm-test-"))
-    try:
-        roots = [top / name for name in names]
-        for root in roots:
-            root.mkdir()
-        yield roots
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-
-
-def quiet(_: str) -> None:
-    pass
-
-
-def cmdlines() -> dict[str, bytes]:
-    """Every process's command line (pid: NUL-joined args); processes that end meanwhile are skipped."""
-    found = {}
-    for pid in Path("/proc").iterdir():
-        if pid.name.isdigit():
-            try:
-                found[pid.name] = (pid / "cmdline").read_bytes()
-            except OSError:
-                pass
-    return found
-
-
-def buildx_names(root: Path) -> str:
-    return farm_mod.buildx(root, "ls").stdout
-
-
-def leftovers(layout: Layout) -> list[str]:
-    """Anything of ``layout``'s farm still on this machine: namespaces, links, processes, files, claim, builders."""
-    found = [line for line in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-             .splitlines() if line.split()[0].startswith(f"{layout.prefix}-")]
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines()
-    found += [line.split(":")[1].strip() for line in links
-              if line.split(":")[1].strip().split("@")[0] in {layout.bridge, *(layout.veth(h) for h in HOSTS)}]
-    found += [f"pid {pid}" for pid, args in cmdlines().items() if str(layout.dir).encode() in args]
-    found += [str(path) for path in (layout.dir, slots.claims_dir() / str(layout.slot)) if path.exists()]
-    found += [f"buildx {name}" for name in ("farm-builder-1", "farm-builder-2") if name in buildx_names(layout.root)]
-    return found
 
 
 def ca_context(layout: Layout) -> ssl.SSLContext:
@@ -160,20 +113,6 @@ def build_on(farm: farm_mod.Farm, host: str, context: Path) -> tuple[subprocess.
 
 
 @pytest.fixture(scope="module")
-def farm() -> Iterator[farm_mod.Farm]:
-    """One farm for the host checks; taking it down must leave nothing (checked at teardown)."""
-    need_root_and_engines()
-    with pytest.MonkeyPatch.context() as patch, checkouts("checkout") as (root,):
-        patch.delenv("BUILDX_CONFIG", raising=False)
-        made = farm_mod.up(root, quiet)
-        try:
-            yield made
-        finally:
-            farm_mod.down(root, quiet)
-        assert leftovers(made.layout) == []
-
-
-@pytest.fixture(scope="module")
 def pushed(farm: farm_mod.Farm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A FROM-scratch image built on each builder through mutual TLS and pushed with the farm login: host -> ref@digest."""
     context = tmp_path_factory.mktemp("context")
@@ -200,7 +139,7 @@ def test_each_builder_builds_through_mutual_tls_and_pushes_with_the_login(farm: 
                                   "nameConstraints"], capture_output=True, text=True, check=True).stdout
     assert f"IP:198.18.{layout.slot}.0/255.255.255.0" in constraints, "the farm CA vouches for its subnet only"
     for host in BUILDERS:
-        assert farm_mod.registered_endpoint(layout.root, layout.buildx_name(host)) == f"tcp://{layout.endpoint(host)}"
+        assert builder.registered_endpoint(layout.buildx_name(host), builder.buildx_env(layout.root)) == f"tcp://{layout.endpoint(host)}"
         assert f"/farm-test/{host}:gfx1201@sha256:" in pushed[host]
     # A client without the farm's client certificate is refused by buildkitd.
     with socket.create_connection(layout.endpoint("builder-1").split(":"), timeout=10) as raw:
@@ -340,6 +279,6 @@ def failed_up(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_cli_down_without_a_farm_says_so(tmp_path: Path) -> None:
-    result = subprocess.run(["python3", "-m", "rocm_bake.farm", "down", "--root", str(tmp_path)],
+    result = subprocess.run(["python3", "-m", "rocm_bake.local", "stop", "farm", "--root", str(tmp_path)],
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0 and result.stdout.strip() == "farm: none"

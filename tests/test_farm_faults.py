@@ -1,4 +1,4 @@
-"""Faults on the farm (rocm_bake/farm), each a real ``pulumi up`` of a demo stack on it.
+"""Faults on the farm (rocm_bake/local/farm), each a real ``pulumi up`` of a demo stack on it.
 
 A wrong registry password, a builder whose client certificate another CA
 signed, a registry serving a certificate for another name: each `up` fails
@@ -25,33 +25,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from rocm_bake.farm import farm as farm_mod
-from rocm_bake.farm import hosts
+from rocm_bake.local.farm import farm as farm_mod
+from rocm_bake.local.farm import hosts
 from rocm_bake.registry.tls import RegistryTls, issue_leaf, make_ca
-from rocm_bake.farm.layout import REGISTRY_USER
+from rocm_bake.local.farm.layout import REGISTRY_USER
 from tests.engine_fixtures import ROOT, PulumiProject, copy_project, engine, project_env
-from tests.test_farm import checkouts, leftovers, need_root_and_engines, quiet
+from tests.farm_fixtures import farm  # noqa: F401 - the module's farm
 
 STACK = "demo-gfx1201"
-
-
-@pytest.fixture(scope="module")
-def farm() -> Iterator[farm_mod.Farm]:
-    need_root_and_engines()
-    engine("pulumi")
-    with pytest.MonkeyPatch.context() as patch, checkouts("checkout") as (root,):
-        patch.delenv("BUILDX_CONFIG", raising=False)
-        made = farm_mod.up(root, quiet)
-        try:
-            yield made
-        finally:
-            farm_mod.down(root, quiet)
-        assert leftovers(made.layout) == []
 
 
 @pytest.fixture(scope="module")

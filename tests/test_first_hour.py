@@ -187,11 +187,10 @@ def copy_makefiles(root: Path) -> None:
     """The Makefile, mk/ and what it runs with the system Python (the checkout record, `make down`'s stops)."""
     shutil.copy(ROOT / "Makefile", root / "Makefile")
     shutil.copytree(ROOT / "mk", root / "mk")
-    farm = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "rocm_bake" / "farm").glob("*.py"))]  # make down takes it down
-    for name in ("rocm_bake/__init__.py", "rocm_bake/checkout.py", "rocm_bake/errors.py", "rocm_bake/daemons.py",
-                 "rocm_bake/lazy_face.py", "rocm_bake/loopback.py", "rocm_bake/manifests.py",
-                 "rocm_bake/registry/__init__.py", "rocm_bake/registry/local.py", "rocm_bake/registry/tls.py",
-                 "tools/builder.py", *farm):
+    local = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "rocm_bake" / "local").rglob("*.py"))]  # make down's
+    for name in ("rocm_bake/__init__.py", "rocm_bake/checkout.py", "rocm_bake/errors.py", "rocm_bake/lazy_face.py",
+                 "rocm_bake/loopback.py", "rocm_bake/manifests.py", "rocm_bake/ports.py",
+                 "rocm_bake/registry/__init__.py", "rocm_bake/registry/tls.py", *local):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, root / name)
 
@@ -355,7 +354,7 @@ def test_which_index_without_a_gpu_says_what_to_do_next(tmp_path: Path) -> None:
 
 
 def test_plan_labels_placeholder_digests() -> None:
-    from components.plan_runtime import placeholder_digest
+    from rocm_bake.plan_runtime import placeholder_digest
 
     done = subprocess.run([sys.executable, "-m", "rocm_bake", "plan", "gfx950"], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
@@ -419,17 +418,30 @@ def test_a_lock_wait_names_the_holder_and_how_long(tmp_path: Path) -> None:
     assert len(held) == len(lines) and held == sorted(held) and held[-1] > held[0], lines
 
 
-def test_the_salt_is_stripped_in_one_place_and_make_waits_for_it() -> None:
-    """Only .tools/bin/pulumi runs tools/strip-salt (its watcher holds the CLI's output until the stack files are
-    clean); every make line that runs pulumi reads that output to its end (rocm_bake.engine_run, or ``$(...)``),
-    so the next line finds the tracked files as committed without a second strip."""
-    text = "\n".join(path.read_text() for path in MAKEFILES)
-    assert "strip-salt" not in text and "STRIP_SALT" not in text, "a Makefile strips the salt besides the wrapper"
-    for line in text.splitlines():
-        at = line.find("$(PULUMI_RUN)")
-        while at != -1 and not line.lstrip().startswith("#"):
-            before = line[:at].rstrip()
-            command = re.split(r"\|\||&&|;", before)[-1]  # the command this call belongs to
-            assert "$(ENGINE_RUN)" in command or before.endswith("$$("), \
-                f"make goes on before this pulumi call's output has ended: {line.strip()}"
-            at = line.find("$(PULUMI_RUN)", at + 1)
+def test_the_salt_is_stripped_in_one_place_the_program() -> None:
+    """The program strips the salt (rocm_bake/run_env.py), for make and a plain ``pulumi`` alike: no Makefile, no
+    wrapper and no script under tools/ strips it besides."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import engines
+
+    for name, text in [*((p.name, p.read_text()) for p in MAKEFILES), ("the pulumi wrapper", engines.WRAPPER),
+                       *((p.name, p.read_text(errors="replace")) for p in (ROOT / "tools").iterdir() if p.is_file())]:
+        assert "encryptionsalt" not in text and "strip-salt" not in text, f"{name} strips the salt besides the program"
+    stripping = [p.relative_to(ROOT) for base in ("rocm_bake", "components") for p in (ROOT / base).rglob("*.py")
+                 if "encryptionsalt: " in p.read_text()]
+    assert stripping == [Path("rocm_bake/run_env.py")], stripping
+    assert "strip_salt(root)" in (ROOT / "components" / "stack.py").read_text(), "the program no longer strips it"
+
+
+def test_the_program_strips_the_salt_only_when_the_state_holds_it(tmp_path: Path) -> None:
+    from rocm_bake.run_env import strip_salt
+
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    text = "config:\n  rocm-bake:arch: gfx950\n"
+    (stacks / "Pulumi.a.yaml").write_text("encryptionsalt: v1:abc:def\n" + text)
+    (stacks / "Pulumi.b.yaml").write_text(text)
+    assert strip_salt(tmp_path, {}) == [], "without the fallback a stripped salt would be minted anew"
+    assert (stacks / "Pulumi.a.yaml").read_text().startswith("encryptionsalt: ")
+    assert strip_salt(tmp_path, {"PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true"}) == [stacks / "Pulumi.a.yaml"]
+    assert (stacks / "Pulumi.a.yaml").read_text() == text and (stacks / "Pulumi.b.yaml").read_text() == text

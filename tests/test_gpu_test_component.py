@@ -9,7 +9,7 @@ gpuHost override, and when the provider runs the test again. The run itself
 
 import pytest
 
-from components.plan_runtime import UNKNOWN_AFTER_APPLY
+from rocm_bake.plan_runtime import UNKNOWN_AFTER_APPLY
 
 from rocm_bake.config import load_stack_config
 from rocm_bake.errors import RocmBakeError
@@ -17,9 +17,10 @@ from rocm_bake.resource_types import GPU_TEST
 
 
 def declare(stack, overrides=None):
-    from components.plan_runtime import declare_under_mocks
+    from components.stack import define_stack
+    from rocm_bake.plan_runtime import declare_under_mocks
 
-    mocks, exports = declare_under_mocks(stack, load_stack_config(stack, overrides))
+    mocks, exports = declare_under_mocks(stack, load_stack_config(stack, overrides), define_stack)
     tests = {r.name: r.inputs for r in mocks.registered
              if r.typ == GPU_TEST.token and r.name.startswith("gpu-test-")}
     return tests, exports

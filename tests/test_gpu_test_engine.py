@@ -32,7 +32,7 @@ from tests.engine_fixtures import (
     live_processes,
     project_env,
 )
-from tests.engine_fixtures import base_ref, buildkit, registry  # noqa: F401  (module fixtures)
+from tests.engine_fixtures import Registry, base_ref, buildkit, registry  # noqa: F401  (module fixtures)
 from rocm_bake.resource_types import FETCHED_WHEELS, GPU_TEST, UNTYPED, WHEEL_INDEX
 
 
@@ -81,7 +81,7 @@ def node(tmp_path_factory: pytest.TempPathFactory, ssh_node: SshNode) -> Node:  
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: BuildKit, base_ref: str,
+def project(tmp_path_factory: pytest.TempPathFactory, registry: Registry, buildkit: BuildKit, base_ref: str,
             node: Node) -> Iterator[PulumiProject]:
     work = tmp_path_factory.mktemp("gpu-engine")
     state = work / "state"
@@ -90,7 +90,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: B
            "ROCM_BAKE_SSH_KNOWN_HOSTS": str(node.ssh.known_hosts), "ROCM_BAKE_SSH_IDENTITY": str(node.ssh.identity)}
     proj = PulumiProject(copy_project(work / "project"), state, env)
     proj.run("stack", "init", STACK, "--secrets-provider", "passphrase")
-    for key, value in {"rocm-bake:registry": registry, "rocm-bake:builder": buildkit.builder,
+    for key, value in {"rocm-bake:registry": registry.address, "rocm-bake:builder": buildkit.builder,
                        "rocm-bake:targets": "torch-runtime", "rocm-bake:gpuTest": "true"}.items():
         proj.run("config", "set", key, value, stack=STACK)
     for arg in ("ROCM_IMAGE", "PYTHON_IMAGE"):

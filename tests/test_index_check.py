@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from pathlib import Path
 
 import pytest
 
+from rocm_bake.ports import free_port
 from rocm_bake.archset import ArchSet
 from rocm_bake import cli
 from rocm_bake.index import metapackage
@@ -97,18 +97,12 @@ def test_an_index_declaring_another_arch_is_caught(tmp_path: Path, monkeypatch: 
     assert any(p.startswith("unexpected torch==") for p in refusal.problems)
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dist = tmp_path / "dist"
     build(dist, ("gfx1201",))
     capsys.readouterr()  # the build's own progress
     # an unreachable extra index neither hangs nor changes the outcome: every pin is in the index
-    dead = f"http://127.0.0.1:{_closed_port()}/simple"
+    dead = f"http://127.0.0.1:{free_port()}/simple"
     assert cli.main(["index", "check", str(dist), "--arch", "gfx1201", "--extra-index-url", dead, "--json"]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)

@@ -29,7 +29,6 @@ import os
 import re
 import shlex
 import shutil
-import ssl
 import subprocess
 import sys
 import threading
@@ -41,27 +40,25 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.engine_fixtures import (
+from tests.engine_fixtures import (  # noqa: F401 - base_ref, buildkit, registry: fixtures
     MANIFEST_TYPES,
     ROOT,
     BuildKit,
     PulumiProject,
+    Registry,
+    base_ref,
+    buildkit,
     copy_project,
-    free_port_registry,
     project_env,
-    start_buildkit,
-    stop_buildkit,
+    push_demo_base,
+    registry,
 )
 from tests.fake_github import FakeGitHub
 from rocm_bake.manifests import load_targets
 from rocm_bake.offload.targets import processor_of_mach
-from rocm_bake.registry.tls import RegistryTls, ensure_tls
 
-sys.path.insert(0, str(ROOT / "dockerfiles" / "demo"))
-import base as demo_base  # noqa: E402  (dockerfiles/demo/base.py: the demo base image)
 
 STACKS = ("demo-gfx950", "demo-gfx1201")
 STACK_ARCHES = tuple(stack.removeprefix("demo-") for stack in STACKS)
@@ -89,54 +86,8 @@ UPSTREAM_OF_TORCH = tuple(t for t in IMAGE_TARGETS if t != "torch" and t not in 
 CARRIES_TORCH = ("torch-runtime",)
 
 
-@dataclass
-class LocalRegistry:
-    """The module's registry: https on loopback with a certificate from the test's own CA."""
-
-    address: str
-    root: Path
-    tls: RegistryTls
-
-    def get(self, path: str, method: str = "GET", headers: dict[str, str] | None = None) -> httpx.Response:
-        """A request over TLS trusting only the test's CA (never plain http)."""
-        trusted = ssl.create_default_context(cafile=str(self.tls.ca_cert))
-        return httpx.request(method, f"https://{self.address}{path}", headers=headers, verify=trusted, timeout=30)
-
-
-@pytest.fixture(scope="module")
-def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
-    tls = ensure_tls(tmp_path_factory.mktemp("tls"))
-    root = tmp_path_factory.mktemp("registry")
-    for address in free_port_registry(root, tls):
-        yield LocalRegistry(address, root, tls)
-
-
-@pytest.fixture(scope="module")
-def registry(local_registry: LocalRegistry) -> str:
-    return local_registry.address
-
-
-@pytest.fixture(scope="module")
-def buildkit(tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRegistry) -> Iterator[BuildKit]:
-    kit = start_buildkit(tmp_path_factory.mktemp("buildkit"), [local_registry.address], ca=local_registry.tls.ca_cert)
-    yield kit
-    stop_buildkit(kit)
-
-
-def push_demo_base(local_registry: LocalRegistry, buildkit: BuildKit) -> str:
-    """What `make demo-base` does: the debootstrap base built by BuildKit and pushed (skipped when present)."""
-    env = os.environ.copy()
-    os.environ.update({**buildkit.env(), "SSL_CERT_FILE": str(local_registry.tls.bundle)})
-    try:
-        return demo_base.push_base(local_registry.address, buildkit.builder, str(ROOT / ".tools" / "bin" / "buildx"))
-    finally:
-        os.environ.clear()
-        os.environ.update(env)
-
-
-@pytest.fixture(scope="module")
-def base_ref(local_registry: LocalRegistry, buildkit: BuildKit) -> str:
-    return push_demo_base(local_registry, buildkit)
+#: The module's registry serves TLS from the test's own CA, as ``make registry`` does.
+REGISTRY_TLS = True
 
 
 @pytest.fixture(scope="module")
@@ -146,17 +97,16 @@ def github() -> Iterator[FakeGitHub]:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, registry: str, local_registry: LocalRegistry,
-            buildkit: BuildKit, base_ref: str, github: FakeGitHub) -> Iterator[PulumiProject]:
+def project(tmp_path_factory: pytest.TempPathFactory, registry: Registry, buildkit: BuildKit, base_ref: str, github: FakeGitHub) -> Iterator[PulumiProject]:
     work = tmp_path_factory.mktemp("lifecycle")
     state = work / "state"
     state.mkdir()
-    env = project_env(state, buildkit, work, ssl_cert_file=local_registry.tls.bundle)
+    env = project_env(state, buildkit, work, ssl_cert_file=registry.tls.bundle)
     proj = PulumiProject(copy_project(work / "project"), state, env)
     for stack in STACKS:
         proj.run("stack", "init", stack, "--secrets-provider", "passphrase")
         for key, value in {
-            "rocm-bake:registry": registry,
+            "rocm-bake:registry": registry.address,
             "rocm-bake:builder": buildkit.builder,
             "rocm-bake:githubRepo": github.full_name,
             "rocm-bake:githubApiUrl": github.api_url,
@@ -184,8 +134,8 @@ def changed(preview_json: str) -> dict[str, str]:
     return {resource_name(s): s["op"] for s in steps(preview_json) if s["op"] not in ("same", "read")}
 
 
-def catalog(local_registry: LocalRegistry) -> list[str]:
-    return local_registry.get("/v2/_catalog").json().get("repositories") or []
+def catalog(registry: Registry) -> list[str]:
+    return registry.get("/v2/_catalog").json().get("repositories") or []
 
 
 def outputs(project: PulumiProject, stack: str) -> dict:
@@ -193,26 +143,26 @@ def outputs(project: PulumiProject, stack: str) -> dict:
 
 
 def test_preview_of_a_new_stack_lists_creates_and_builds_nothing(project: PulumiProject,
-                                                                local_registry: LocalRegistry) -> None:
-    before = catalog(local_registry)
+                                                                registry: Registry) -> None:
+    before = catalog(registry)
     preview = project.run("preview", *POLICY, "--json", stack="demo-gfx950").stdout
     ops = {s["op"] for s in steps(preview)}
     assert ops <= {"create", "same"}, ops
     created = [resource_name(s) for s in steps(preview) if s["op"] == "create"]
     for name in ("pytorch-base-gfx950", "triton-wheel-gfx950", "torch-gfx950", "wheels-gfx950", "index-gfx950"):
         assert name in created
-    assert catalog(local_registry) == before, "preview must not build or push anything"
+    assert catalog(registry) == before, "preview must not build or push anything"
 
 
-def test_up_builds_pushes_fetches_and_indexes(project: PulumiProject, local_registry: LocalRegistry) -> None:
+def test_up_builds_pushes_fetches_and_indexes(project: PulumiProject, registry: Registry) -> None:
     for stack in STACKS:
         up = project.run("up", *POLICY, "--yes", "--skip-preview", stack=stack)
         assert "✅ rocm-bake-arch-rules@v0.1.0" in up.stdout, "the arch rules did not judge the up"
-    repos = catalog(local_registry)
+    repos = catalog(registry)
     for target in ("pytorch-base", "triton-wheel", "torch", "torchvision", "amd_aiter", "vllm", "torch-runtime",
                    "cache"):
         assert f"rocm-bake/{target}" in repos, repos
-    tags = local_registry.get("/v2/rocm-bake/cache/tags/list").json()["tags"]
+    tags = registry.get("/v2/rocm-bake/cache/tags/list").json()["tags"]
     # CACHE_ARCH: per-arch cache refs, except triton-wheel's shared one.
     assert "torch-gfx950" in tags and "torch-gfx1201" in tags and "triton-wheel-shared" in tags, tags
     assert not any(t.startswith("triton-wheel-gfx") for t in tags), tags
@@ -399,15 +349,15 @@ CREATED = re.compile(r"^ \+  docker-build:index:Image (\S+) created", re.MULTILI
 UPDATED = re.compile(r"^ ~  pulumi-python:dynamic/\w+:\w+ (\S+) updated", re.MULTILINE)
 
 
-def manifest_status(local_registry: LocalRegistry, ref: str) -> int:
+def manifest_status(registry: Registry, ref: str) -> int:
     """HEAD of the manifest ``repo:tag@digest`` names, by digest, over TLS."""
     name, _, digest = ref.split("/", 1)[1].partition("@")
     repository = name.rsplit(":", 1)[0]
     assert digest.startswith("sha256:"), ref
-    return local_registry.get(f"/v2/{repository}/manifests/{digest}", "HEAD", {"Accept": MANIFEST_TYPES}).status_code
+    return registry.get(f"/v2/{repository}/manifests/{digest}", "HEAD", {"Accept": MANIFEST_TYPES}).status_code
 
 
-def test_a_wiped_registry_shows_in_refresh_and_up_repairs_it(project: PulumiProject, local_registry: LocalRegistry,
+def test_a_wiped_registry_shows_in_refresh_and_up_repairs_it(project: PulumiProject, registry: Registry,
                                                              buildkit: BuildKit, tmp_path: Path) -> None:
     """The registry loses every image; refresh and preview say so, up rebuilds, every output digest resolves.
 
@@ -416,8 +366,8 @@ def test_a_wiped_registry_shows_in_refresh_and_up_repairs_it(project: PulumiProj
     the base stands in for a public image that a stack never builds.
     """
     before = {stack: outputs(project, stack)["images"] for stack in STACKS}
-    shutil.rmtree(local_registry.root / "storage")
-    assert catalog(local_registry) == [], "the wipe must leave the registry empty"
+    shutil.rmtree(registry.root / "storage")
+    assert catalog(registry) == [], "the wipe must leave the registry empty"
     for stack in STACKS:
         arch = stack.removeprefix("demo-")
         images = {f"{target}-{arch}" for target in IMAGE_TARGETS}
@@ -432,14 +382,14 @@ def test_a_wiped_registry_shows_in_refresh_and_up_repairs_it(project: PulumiProj
             ops = changed(previewed.stdout)
             assert {name for name, op in ops.items() if op == "create"} == images, ops
 
-    push_demo_base(local_registry, buildkit)
+    push_demo_base(registry, buildkit)
     for stack in STACKS:
         arch = stack.removeprefix("demo-")
         up = project.run("up", *POLICY, "--yes", "--skip-preview", stack=stack)
         assert set(CREATED.findall(up.stdout)) == {f"{target}-{arch}" for target in IMAGE_TARGETS}, up.stdout[-6000:]
         after = outputs(project, stack)["images"]
         assert set(after) == set(IMAGE_TARGETS)
-        missing = {name: ref for name, ref in after.items() if manifest_status(local_registry, ref) != 200}
+        missing = {name: ref for name, ref in after.items() if manifest_status(registry, ref) != 200}
         assert not missing, f"{stack} outputs name digests the registry does not have: {missing}"
         # The wheels are re-fetched exactly when a wheel image's digest changed; either way the
         # registry now serves the very wheels the index holds (fetched again below).
@@ -471,7 +421,7 @@ def digest(ref: str) -> str:
 
 
 def test_editing_the_torch_dockerfile_rebuilds_torch_and_its_dependants_only(project: PulumiProject,
-                                                                            local_registry: LocalRegistry) -> None:
+                                                                            registry: Registry) -> None:
     other_index = project.dir / "dist" / "index" / "gfx1201"
     before = {p: p.read_bytes() for p in sorted(other_index.rglob("*")) if p.is_file()}
     other_outputs = outputs(project, "demo-gfx1201")
@@ -493,7 +443,7 @@ def test_editing_the_torch_dockerfile_rebuilds_torch_and_its_dependants_only(pro
     own_after = outputs(project, "demo-gfx950")
     images = own_after["images"]
     # after a wipe and repair (the step before), the next up's outputs name only digests the registry has
-    assert {name: manifest_status(local_registry, ref) for name, ref in images.items()} == \
+    assert {name: manifest_status(registry, ref) for name, ref in images.items()} == \
         {name: 200 for name in images}
     # What up really did, by digest: the untouched images are the very same images; torch is a new one.
     assert own_after["image_tags"] == own_before["image_tags"]

@@ -68,7 +68,7 @@ def test_every_gate_refuses_plain_http_to_a_name_that_starts_with_127(host: str)
 
 def test_the_deploy_script_and_the_builder_use_the_same_function() -> None:
     stack_publish = load_script(ROOT / ".github" / "scripts" / "stack_publish.py", "stack_publish_loopback")
-    builder = load_script(ROOT / "tools" / "builder.py", "builder_loopback")
+    from rocm_bake.local import builder
     assert stack_publish.is_loopback_registry is loopback.is_loopback_registry
     assert "[registry.\"127.0.0.2:5001\"]" in builder.config_text(["127.0.0.2:5001"]), "127.0.0.0/8 is loopback"
     with pytest.raises(SystemExit, match="not a loopback registry"):

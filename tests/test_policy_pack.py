@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from rocm_bake.checkout import local_defaults
-from tests.engine_fixtures import ROOT, PulumiProject, copy_project, engine, project_env
+from tests.engine_fixtures import ROOT, PulumiProject, copy_components, copy_project, engine, project_env
 
 sys.path.insert(0, str(ROOT / "policy"))
 import arch_policies  # noqa: E402  (policy/arch_policies.py: the pack's own policies)
@@ -78,6 +78,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def program_copy(name: str, dest: Path) -> Path:
     """The program with an absolute venv (the copy lives outside the repository)."""
     shutil.copytree(PROGRAMS / name, dest)
+    copy_components(dest)
     project = dest / "Pulumi.yaml"
     project.write_text(project.read_text().replace("virtualenv: ../../../.venv", f"virtualenv: {ROOT / '.venv'}"))
     return dest

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.engine_fixtures import TOOLS_BIN, VENV_BIN, engine
+from rocm_bake.ports import free_port
+from tests.engine_fixtures import TOOLS_BIN, VENV_BIN, copy_components, engine
 from tests.fake_github import FakeGitHub
 from tests.publish_fixtures import build_arch_index
 
@@ -65,6 +65,7 @@ def published(tmp_path: Path) -> Iterator[tuple[Project, FakeGitHub]]:
     (root / "Pulumi.yaml").write_text("name: rocm-bake\nruntime:\n  name: python\n  options:\n    toolchain: pip\n"
                                       f"    virtualenv: {ROOT / '.venv'}\n")
     (root / "__main__.py").write_text(PROGRAM)
+    copy_components(root)
     (tmp_path / "state").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "GITHUB_"))}
     env.update({"PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
@@ -145,9 +146,7 @@ def test_a_mistyped_api_url_deletes_nothing_and_putting_it_back_is_whole(
     project, gh = published
     local, pages = index_files(tmp_path), pages_on(gh)
     assert wheels_on(gh) == local and pages
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed = sock.getsockname()[1]  # nothing listens once the socket is closed
+    closed = free_port()  # nothing listens on it
     project.ok("config", "set", "rocm-bake:githubApiUrl", f"http://127.0.0.1:{closed}")
     failed = project.pulumi("up", "--yes", "--skip-preview")
     assert failed.returncode != 0, failed.stdout[-3000:]

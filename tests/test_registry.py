@@ -21,7 +21,7 @@ import pytest
 from rocm_bake.archset import ArchSet
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.ports import free_port
-from rocm_bake.registry import server as registry_server
+from rocm_bake.local import registry_server
 from rocm_bake.registry.extract import fetch_wheels
 from rocm_bake.registry.auth import parse_challenge
 from rocm_bake.registry.client import RegistryClient
@@ -293,7 +293,7 @@ def test_server_cli_daemon_answers_v2(tmp_path: Path) -> None:
     port = free_port()
     root = tmp_path / "daemon"
     started = subprocess.run(
-        [sys.executable, "-m", "rocm_bake.registry.server", "--port", str(port), "--root", str(root), "--daemon"],
+        [sys.executable, "-m", "rocm_bake.local.registry_server", "--port", str(port), "--root", str(root), "--daemon"],
         capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent,
     )
     assert started.returncode == 0, started.stderr

@@ -44,8 +44,8 @@ from tests.registry_fixtures import (  # noqa: F401 - fixtures
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import builder as builder_tool  # noqa: E402  (tools/builder.py: make builder's own code)
+from rocm_bake.local import builder as builder_tool  # noqa: E402  (make builder's own code)
+sys.path.insert(0, str(ROOT / "tools"))  # tools/engines.py: the pulumi wrapper it writes
 
 TAG = "gfx950-rocm10.1.0"
 

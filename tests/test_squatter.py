@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_bake.ports import free_port
 from rocm_bake.archset import ArchSet
 from rocm_bake.commands.index import index_lines
 from rocm_bake.index.build import build_index
@@ -130,9 +131,7 @@ def test_no_public_index_means_no_lock_and_no_hash_locked_line(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}/simple/"
+    dead = f"http://127.0.0.1:{free_port()}/simple/"
     dist = tmp_path / "dist"
     wheels = dist / "wheels" / "gfx950"
     arch_wheel_set(wheels, "gfx950")

@@ -10,9 +10,10 @@ from rocm_bake.resource_types import DYNAMIC, GPU_TEST
 
 
 def declare(stack, overrides=None):
-    from components.plan_runtime import declare_under_mocks
+    from components.stack import define_stack
+    from rocm_bake.plan_runtime import declare_under_mocks
 
-    mocks, exports = declare_under_mocks(stack, load_stack_config(stack, overrides))
+    mocks, exports = declare_under_mocks(stack, load_stack_config(stack, overrides), define_stack)
     images = {r.name: r.inputs for r in mocks.registered if r.typ == "docker-build:index:Image"}
     return mocks.registered, images, exports
 

@@ -1,4 +1,4 @@
-"""``make state-server``'s own code (tools/state_server.py) against the real versitygw.
+"""``make state-server``'s own code (rocm_bake/local/state_server.py) against the real versitygw.
 
 Each test gives the server a temp state dir, as two checkouts have two
 ``.rocm-bake/state-server`` dirs; the pulumi lifecycle on the bucket is
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_fixtures import ROOT, engine
-import state_server  # noqa: E402,I001  (tools/ is on sys.path through engine_fixtures)
+from tests.engine_fixtures import engine
+from rocm_bake.local import state_server  # noqa: E402,I001
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path: Path, setup: str | N
         (where / "credentials").write_text('{"access_key_id": "x", "secret"')
     if setup == "port":
         (where / "port").write_text("eighty\n")
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "state_server.py"), "start", "--state",
+    result = subprocess.run([sys.executable, "-m", "rocm_bake.local", "start", "state-server", "--state",
                              str(where), *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert message in result.stderr, result.stderr
@@ -180,7 +180,7 @@ def test_a_deleted_bucket_or_data_dir_is_said_never_silently_remade(state) -> No
 
 def test_the_pasted_aws_keys_reach_no_daemon(state, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The export lines put AWS keys into the user's shell; versitygw, buildkitd and the registry never hold them."""
-    from rocm_bake.registry.local import start as start_registry, stop_registry
+    from rocm_bake.local.registry import start as start_registry, stop_registry
     from rocm_bake.ports import free_port
     from tests.engine_fixtures import builder_tool
 

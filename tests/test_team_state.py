@@ -1,7 +1,7 @@
 """Team state in a real bucket: two checkouts of the program share one S3 backend, on the real engine.
 
 The bucket is served by versitygw (built from ``tools/versitygw``), started
-through ``tools/state_server.py``'s own ``start`` (the code ``make
+through ``rocm_bake/local/state_server.py``'s own ``start`` (the code ``make
 state-server`` runs) with its data in a temp dir and on a free port. Two
 copies of the project ("checkouts" A and B, as two people would have) use
 the same ``PULUMI_BACKEND_URL``, keys and passphrase; each has its own
@@ -40,9 +40,9 @@ from tests.engine_fixtures import (
     project_env,
     start_state_bucket,
 )
-from tests.engine_fixtures import base_ref, buildkit, registry  # noqa: F401  (module fixtures)
+from tests.engine_fixtures import Registry, base_ref, buildkit, registry  # noqa: F401  (module fixtures)
 
-import state_server  # noqa: E402  (tools/state_server.py, on sys.path through engine_fixtures: make state-server's code)
+from rocm_bake.local import state_server  # noqa: E402  (make state-server's code)
 
 #: A name no other backend on this machine holds, so "no checkpoint elsewhere" is exact.
 STACK = f"team-{secrets.token_hex(3)}"
@@ -79,13 +79,13 @@ def checkout(work: Path, name: str, stack_text: str, env: dict[str, str]) -> Pul
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: BuildKit, base_ref: str,
+def team(tmp_path_factory: pytest.TempPathFactory, registry: Registry, buildkit: BuildKit, base_ref: str,
          server: state_server.StateServer) -> Iterator[tuple[PulumiProject, PulumiProject]]:
     work = tmp_path_factory.mktemp("team")
     env = {k: v for k, v in project_env(work / "unused-file-backend", buildkit, work).items()
            if not k.startswith("AWS_")}  # no profile or region of the user's own reaches the bucket
     env.update(server.env())  # the bucket replaces the file backend project_env names
-    text = stack_file_text(registry, buildkit.builder, base_ref)
+    text = stack_file_text(registry.address, buildkit.builder, base_ref)
     a, b = checkout(work, "alice", text, dict(env)), checkout(work, "bob", text, dict(env))
     yield a, b
     (work / "pulumi.log").write_text("\n".join(a.log + b.log))
@@ -163,7 +163,7 @@ def file_backend_checkpoints(projects: tuple[PulumiProject, ...]) -> list[Path]:
 
 
 def test_up_in_one_checkout_lands_in_the_bucket_only(team: tuple[PulumiProject, PulumiProject],
-                                                    server: state_server.StateServer, registry: str) -> None:
+                                                    server: state_server.StateServer, registry: Registry) -> None:
     a, _ = team
     a.run("stack", "init", STACK, "--secrets-provider", "passphrase")
     a.run("up", "--yes", "--skip-preview", stack=STACK)
@@ -312,17 +312,18 @@ def changed_resources(before: dict, after: dict) -> dict[str, list[str]]:
 
 
 def test_a_stack_naming_no_registry_is_never_taken_over_by_another_checkout(
-        tmp_path_factory: pytest.TempPathFactory, registry: str, buildkit: BuildKit, base_ref: str,
+        tmp_path_factory: pytest.TempPathFactory, registry: Registry, buildkit: BuildKit, base_ref: str,
         server: state_server.StateServer) -> None:
     """A's checkout defaults (its registry, its builder) are recorded in the shared stack by A's up; B's own
     defaults differ, so B's preview and up are refused naming both, and the team's stack is left as it was."""
     work = tmp_path_factory.mktemp("team-defaults")
     env = {k: v for k, v in project_env(work / "unused", buildkit, work).items() if not k.startswith("AWS_")}
     env.update(server.env())
-    config = yaml.safe_load(stack_file_text(registry, buildkit.builder, base_ref))["config"]
+    address = registry.address
+    config = yaml.safe_load(stack_file_text(address, buildkit.builder, base_ref))["config"]
     del config["rocm-bake:registry"], config["rocm-bake:builder"]
     text = yaml.safe_dump({"config": config})
-    a = with_checkout_record(checkout(work, "alice", text, dict(env)), "aaaaaaaa", registry, buildkit.builder)
+    a = with_checkout_record(checkout(work, "alice", text, dict(env)), "aaaaaaaa", address, buildkit.builder)
     b = with_checkout_record(checkout(work, "bob", text, dict(env)), "bbbbbbbb", "127.0.0.1:9", "rocm-bake-bbbbbbbb")
     for project in (a, b):
         (project.dir / "stacks" / f"Pulumi.{STACK}.yaml").unlink()
@@ -331,13 +332,13 @@ def test_a_stack_naming_no_registry_is_never_taken_over_by_another_checkout(
     a.run("up", "--yes", "--skip-preview", stack=DEFAULTS_STACK)
     before = json.loads(a.run("stack", "export", stack=DEFAULTS_STACK).stdout)
     images = json.loads(a.run("stack", "output", "--json", "images", stack=DEFAULTS_STACK).stdout)
-    assert images["triton-wheel"].startswith(f"{registry}/"), images
+    assert images["triton-wheel"].startswith(f"{address}/"), images
 
     for command in (("preview",), ("up", "--yes", "--skip-preview")):
         refused = b.run(*command, stack=DEFAULTS_STACK, check=False)
         said = refused.stdout + refused.stderr
         assert refused.returncode != 0, f"pulumi {command[0]} in a second checkout took over the stack:\n{said[-4000:]}"
-        for value in (registry, buildkit.builder, "127.0.0.1:9", "rocm-bake-bbbbbbbb"):
+        for value in (address, buildkit.builder, "127.0.0.1:9", "rocm-bake-bbbbbbbb"):
             assert value in said, f"the refusal does not name {value!r}:\n{said[-4000:]}"
         assert "Traceback" not in said, said[-4000:]
     after = json.loads(a.run("stack", "export", stack=DEFAULTS_STACK).stdout)

@@ -31,12 +31,13 @@ from typing import Any
 import pytest
 import yaml
 
+from rocm_bake.ports import free_port
 from rocm_bake.manifests import load_targets
 from rocm_bake.offload import wheel_targets
 from tests.fake_github import FakeGitHub
 from tests.engine_fixtures import ROOT, STATE_BUCKET, TOOLS_BIN, copy_project, engine, project_env, start_state_bucket
 
-import state_server  # noqa: E402  (tools/state_server.py, on sys.path through engine_fixtures: make state-server's code)
+from rocm_bake.local import state_server  # noqa: E402  (make state-server's code)
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 SCRIPTS = ROOT / ".github" / "scripts"
@@ -583,8 +584,7 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Any:
     import socket
     import time
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    import builder as builder_tool  # tools/builder.py: the worker config `make builder` uses
+    from rocm_bake.local import builder as builder_tool  # the worker config `make builder` uses
 
     if shutil.which("openssl") is None:
         pytest.fail("openssl is needed to make the farm's certificates: apt-get install openssl")
@@ -594,9 +594,7 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Any:
         pytest.fail("buildkitd (runc worker) runs as root here: run the tests as root, as `make test` does in CI")
     work = tmp_path_factory.mktemp("farm")
     make_pki(work / "pki")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     (work / "buildkitd.toml").write_text(builder_tool.config_text([]))
     pki = work / "pki"
     with (work / "buildkitd.log").open("w") as log:

@@ -111,7 +111,7 @@ ENGINES = (
            ("buildkitd", "buildctl"), ldflags="-X github.com/moby/buildkit/version.Version=v0.34.2"),
     Engine("buildx", "0.38.2", ("github.com/docker/buildx/cmd/buildx",), ("buildx",),
            ldflags="-X github.com/docker/buildx/version.Version=v0.38.2", version_args=("version",)),
-    # The S3-compatible server behind `make state-server` (tools/state_server.py): team state in a bucket.
+    # The S3-compatible server behind `make state-server` (rocm_bake/local/state_server.py): team state in a bucket.
     Engine("versitygw", "1.8.0", ("github.com/versity/versitygw/cmd/versitygw",), ("versitygw",),
            ldflags="-X main.Version=v1.8.0"),
     # The workflow linter the tests run (tests/test_workflows.py): the Go module, so setup needs no npm.
@@ -461,19 +461,9 @@ for arg in "$@"; do
   esac
   prev=$arg
 done
-# The salt the CLI writes into a tracked stack file is taken back out when it
-# exits (tools/strip-salt): a watcher reads a pipe whose write end only the CLI
-# (and what it starts) holds, so it wakes on any exit, kill -9 included, and it
-# holds the CLI's stdout and stderr until it is done, so whoever reads the
-# output to its end ($(...), a test reading its pipes) finds the stack files as
-# committed (make reads every pulumi line's output to its end).
-# The CLI keeps this process's pid (exec).
-fifo="$root/.rocm-bake/.salt-watch.$$"
-if [ "$PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER" = true ] && mkdir -p "$root/.rocm-bake" && mkfifo "$fifo" 2>/dev/null; then
-  (while read -r _; do :; done; exec "$root/tools/strip-salt" "$root") <"$fifo" &
-  exec 9>"$fifo"
-  rm -f "$fifo"
-fi
+# The salt the CLI writes into a tracked stack file is the program's to take
+# out (rocm_bake/run_env.py), as for a plain `pulumi` run. The CLI keeps this
+# process's pid (exec).
 exec '{cli}' "$@"
 """
 

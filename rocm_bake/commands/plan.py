@@ -16,6 +16,7 @@ from rocm_bake.errors import RocmBakeError
 
 if TYPE_CHECKING:
     from rocm_bake.config import StackConfig
+    from rocm_bake.plan_runtime import Program
 
 #: The config namespace (``rocm_bake.config.NAMESPACE``), here so parsing ``--set`` imports no pydantic.
 NAMESPACE = "rocm-bake"
@@ -49,12 +50,26 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
     return overrides
 
 
-def plan(config: "StackConfig") -> dict[str, Any]:
+def project_program() -> "Program":
+    """The project's ``define_stack``, from its ``__main__.py`` as the Pulumi CLI finds the program (the project
+    directory on ``sys.path``), without running the program's own ``pulumi up`` part."""
+    import runpy
+    import sys
+
+    from rocm_bake.config import STACKS_DIR
+
+    root = STACKS_DIR.parent
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return runpy.run_path(str(root / "__main__.py"), run_name="rocm_bake.plan")["define_stack"]
+
+
+def plan(config: "StackConfig", define_stack: "Program") -> dict[str, Any]:
     """Declare one stack, already validated, under the mock runtime; return its resources and outputs."""
-    from components.plan_runtime import declare_under_mocks  # imports Pulumi only when planning
+    from rocm_bake.plan_runtime import declare_under_mocks  # imports Pulumi only when planning
 
     secrets = {f"{NAMESPACE}:githubToken": config.github_token} if config.github_token else None
-    recorder, outputs = declare_under_mocks(config.stack, config, secrets)
+    recorder, outputs = declare_under_mocks(config.stack, config, define_stack, secrets)
     return {"stack": config.stack, "resources": recorder.resources, "outputs": outputs}
 
 
@@ -74,7 +89,8 @@ def plans(stacks: list[str], overrides: dict[str, str]) -> list[dict[str, Any]]:
     for config in configs:
         if config.publish and not config.is_fat:
             config.publish_token()  # no token is a clear error here, before anything is declared
-    return [plan(config) for config in configs]
+    define_stack = project_program()
+    return [plan(config, define_stack) for config in configs]
 
 
 #: What a placeholder digest shows as in the text output.
@@ -83,7 +99,7 @@ PLACEHOLDER = "sha256:<placeholder>"
 
 def label_placeholders(text: str, resources: list[dict[str, Any]]) -> str:
     """Each image digest the mock runtime made up, shown as ``sha256:<placeholder>``: plan builds nothing."""
-    from components.plan_runtime import placeholder_digest
+    from rocm_bake.plan_runtime import placeholder_digest
 
     for res in resources:
         if res["type"] == "docker-build:index:Image":

@@ -16,7 +16,7 @@ frontend, a base not given as a build arg, a ``COPY --from`` of an undefined
 stage, which BuildKit reads as a Docker Hub image) fails with BuildKit's own
 complaint instead of quietly pulling it on a machine that could.
 
-Usage: ``python tools/check_dockerfiles.py [--stack gfx950] [--builder NAME] [FILE ...]``
+Usage: ``python dockerfiles/check_dockerfiles.py [--stack gfx950] [--builder NAME] [FILE ...]``
 (``make check-dockerfiles``). Exit 0 when every file passes, 1 otherwise.
 """
 
@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
-import builder as builder_tool  # noqa: E402  (tools/builder.py: make builder's own code)
+from rocm_bake.local import builder as builder_tool  # noqa: E402  (make builder's own code)
 from rocm_bake.errors import RocmBakeError  # noqa: E402
 
 if TYPE_CHECKING:

@@ -30,8 +30,9 @@ A name that is already registered for another endpoint is never re-pointed:
 ``start`` refuses and names the owner (the checkout whose buildkitd socket it
 names), and ``stop`` removes only a registration that points at our socket.
 
-Usage: ``python tools/builder.py start|stop|status [--name NAME] [--registry HOST:PORT ...]
-[--registry-ca CA.pem]`` (the name and registry default to this checkout's).
+Usage: ``python -m rocm_bake.local start builder [--name NAME] [--registry HOST:PORT ...]
+[--registry-ca CA.pem]`` (the name and registry default to this checkout's); ``stop`` and ``status``
+go through ``rocm_bake.local`` as every daemon's do.
 """
 
 from __future__ import annotations
@@ -46,17 +47,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from rocm_bake import daemons  # noqa: E402  (standard library only, like this script)
+from rocm_bake.local import daemons
+from rocm_bake.loopback import is_loopback_registry
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TOOLS_BIN = ROOT / ".tools" / "bin"
 STATE = ROOT / ".rocm-bake" / "buildkit"
-#: This checkout's buildx config: builders registered here are seen by no other checkout.
-BUILDX_CONFIG = ROOT / ".rocm-bake" / "buildx"
-
-sys.path.insert(0, str(ROOT))
-from rocm_bake.loopback import is_loopback_registry  # noqa: E402 - the checkout's own package, standard library only
 
 
 @dataclass
@@ -229,22 +226,33 @@ def checkout_defaults() -> tuple[str, str]:
     return checkout.builder, checkout.registry
 
 
-def recorded_name() -> str | None:
-    """This checkout's builder name if it has chosen one (stop never makes the record, nor fails on a bad one)."""
+def recorded_name(root: Path = ROOT) -> str | None:
+    """The checkout's builder name if it has chosen one (stop never makes the record, nor fails on a bad one)."""
     from rocm_bake.checkout import load_checkout
     from rocm_bake.errors import RocmBakeError
 
     try:
-        checkout = load_checkout(ROOT)
+        checkout = load_checkout(root)
     except RocmBakeError as exc:
         print(f"builder: {exc} (the buildkitd is still stopped; its buildx registration is left)", file=sys.stderr)
         return None
     return checkout.builder if checkout is not None else None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("start", "stop", "status"))
+def buildx_env(root: Path = ROOT) -> dict[str, str]:
+    """The checkout's own buildx config unless the caller chose one (the Makefile exports it)."""
+    return {"BUILDX_CONFIG": os.environ.get("BUILDX_CONFIG") or str(root / ".rocm-bake" / "buildx")}
+
+
+def status(state: Path = STATE) -> str:
+    pid = running_pid(state)
+    return f"builder: {'running, pid ' + str(pid) if pid else 'not running'}"
+
+
+def start_main(argv: list[str]) -> int:
+    """``python -m rocm_bake.local start builder [--name NAME] [--registry HOST:PORT ...] [--registry-ca CA]``."""
+    parser = argparse.ArgumentParser(prog="python -m rocm_bake.local start builder",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--name", default=None, help="buildx builder name (default: this checkout's)")
     parser.add_argument("--state", type=Path, default=STATE)
     parser.add_argument("--registry", "--insecure-registry", dest="registry", action="append", default=None,
@@ -252,18 +260,7 @@ def main() -> None:
     parser.add_argument("--registry-ca", type=Path, default=None,
                         help="reach the registries named over TLS trusting this CA (make registry's "
                              ".rocm-bake/tls/ca.pem); without it, plain HTTP to loopback only")
-    args = parser.parse_args()
-    # The checkout's own buildx config unless the caller chose one (the Makefile exports it).
-    env = {"BUILDX_CONFIG": os.environ.get("BUILDX_CONFIG") or str(BUILDX_CONFIG)}
-    if args.action == "start":
-        name, registry = checkout_defaults()
-        start(args.name or name, args.state, args.registry or [registry], env=env, ca=args.registry_ca)
-    elif args.action == "stop":
-        stop(args.name or recorded_name(), args.state, env=env)
-    else:
-        pid = running_pid(args.state)
-        print(f"builder: {'running, pid ' + str(pid) if pid else 'not running'}")
-
-
-if __name__ == "__main__":
-    main()
+    args = parser.parse_args(argv)
+    name, registry = checkout_defaults()
+    start(args.name or name, args.state, args.registry or [registry], env=buildx_env(), ca=args.registry_ca)
+    return 0

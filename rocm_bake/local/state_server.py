@@ -18,7 +18,7 @@ runs ``start``; no log or error message carries them.
 
 ``start`` is idempotent: a second one finds the server running and says so.
 
-Usage: ``python tools/state_server.py start|stop|status [--bucket NAME]``.
+Usage: ``python -m rocm_bake.local start|stop|status state-server`` (``start`` takes ``--bucket NAME``).
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from rocm_bake import daemons  # noqa: E402  (standard library only, like this script)
+from rocm_bake.local import daemons
+from rocm_bake.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TOOLS_BIN = ROOT / ".tools" / "bin"
 STATE = ROOT / ".rocm-bake" / "state-server"
@@ -139,12 +140,6 @@ def credentials(state: Path) -> Credentials:
     if not found.access_key_id or len(found.secret_access_key) < 16:
         raise StateServerError(f"{path} holds an empty or short key: remove it to make new keys")
     return found
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def port_taken(port: int) -> bool:
@@ -296,7 +291,7 @@ def stop(state: Path = STATE) -> None:
 
 
 def stop_daemon(state: Path) -> str:
-    """SIGTERM to its session, up to 10 s to finish writes in flight, then SIGKILL (``rocm_bake.daemons``)."""
+    """SIGTERM to its session, up to 10 s to finish writes in flight, then SIGKILL (``rocm_bake.local.daemons``)."""
     return daemons.stop(state / "versitygw.pid", "versitygw", state, "state-server", grace_s=10.0)
 
 
@@ -310,24 +305,21 @@ def print_exports(server: StateServer) -> None:
     print(f"\nEvery checkout sharing the bucket needs the passphrase that made its stacks ({where}).")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("start", "stop", "status"))
+def status(state: Path = STATE) -> str:
+    pid = running_pid(state)
+    return f"state-server: running, pid {pid}, 127.0.0.1:{recorded_port(state)}" if pid else "state-server: not running"
+
+
+def start_main(argv: list[str]) -> int:
+    """``python -m rocm_bake.local start state-server [--bucket NAME]``: start it and print the export lines."""
+    parser = argparse.ArgumentParser(prog="python -m rocm_bake.local start state-server",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--state", type=Path, default=STATE)
     parser.add_argument("--bucket", default=DEFAULT_BUCKET)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
-        if args.action == "start":
-            print_exports(start(args.state, args.bucket))
-        elif args.action == "stop":
-            stop(args.state)
-        else:
-            pid = running_pid(args.state)
-            port = recorded_port(args.state)
-            say(f"running, pid {pid}, 127.0.0.1:{port}" if pid else "not running")
+        print_exports(start(args.state, args.bucket))
     except StateServerError as exc:
-        sys.exit(f"state-server: {exc}")
-
-
-if __name__ == "__main__":
-    main()
+        print(f"state-server: {exc}", file=sys.stderr)
+        return 1
+    return 0

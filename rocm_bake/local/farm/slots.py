@@ -16,8 +16,8 @@ from pathlib import Path
 
 from rocm_bake.checkout import claim_in, claim_owner
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.farm import net
-from rocm_bake.farm.layout import HOSTS, SLOTS, Layout, slot_record
+from rocm_bake.local.farm import net
+from rocm_bake.local.farm.layout import HOSTS, SLOTS, Layout, slot_record
 
 
 def claims_dir() -> Path:

@@ -19,11 +19,11 @@ import warnings
 from pathlib import Path
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.farm import net
-from rocm_bake.farm.layout import BUCKET, FLEET_NODES, REGISTRY_USER, Layout
+from rocm_bake.local.farm import net
+from rocm_bake.local.farm.layout import BUCKET, FLEET_NODES, REGISTRY_USER, Layout
 from rocm_bake.registry.tls import RegistryTls, issue_leaf, write_private, write_public
 
-TOOLS_BIN = Path(__file__).resolve().parents[2] / ".tools" / "bin"
+TOOLS_BIN = Path(__file__).resolve().parents[3] / ".tools" / "bin"
 REGISTRY_BINARY = Path("/usr/bin/docker-registry")
 SSHD = Path("/usr/sbin/sshd")
 START_TIMEOUT_S = 30.0

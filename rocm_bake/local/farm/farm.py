@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.farm import fleet, hosts, net, slots
-from rocm_bake.farm.layout import BUILDERS, DEMO_STACKS, HOSTS, REGISTRY_USER, Layout, farm_dir
+from rocm_bake.local import builder
+from rocm_bake.local.farm import fleet, hosts, net, slots
+from rocm_bake.local.farm.layout import BUILDERS, DEMO_STACKS, HOSTS, REGISTRY_USER, Layout, farm_dir
 from rocm_bake.registry.tls import RegistryTls, issue_leaf, make_ca, write_bundle, write_private
 
 Say = Callable[[str], None]
@@ -51,25 +52,9 @@ class Farm:
         return [f"{host:<10} {layout.endpoint(host):<22} netns {layout.netns(host)}: {what[host]}" for host in HOSTS]
 
 
-def buildx_config(root: Path) -> Path:
-    """The checkout's buildx config: ``$BUILDX_CONFIG`` (the Makefile exports it), else ``.rocm-bake/buildx``."""
-    return Path(os.environ.get("BUILDX_CONFIG") or root / ".rocm-bake" / "buildx")
-
-
 def buildx(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([hosts.tool("buildx"), *args], capture_output=True, text=True,
-                          env={**os.environ, "BUILDX_CONFIG": str(buildx_config(root))})
-
-
-def registered_endpoint(root: Path, name: str) -> str | None:
-    result = buildx(root, "inspect", name)
-    if result.returncode != 0:
-        return None
-    for line in result.stdout.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "Endpoint":
-            return value.strip()
-    return ""
+    """buildx in checkout ``root``'s own buildx config, where ``make builder`` registers its builder too."""
+    return builder.buildx(*args, env=builder.buildx_env(root), check=False)
 
 
 def register_builders(layout: Layout, ca: RegistryTls) -> None:
@@ -79,7 +64,7 @@ def register_builders(layout: Layout, ca: RegistryTls) -> None:
     issue_leaf(ca, client / "key.pem", client / "cert.pem", "rocm-bake farm client", None, "clientAuth")
     for host in BUILDERS:
         name = layout.buildx_name(host)
-        if registered_endpoint(layout.root, name) is not None:
+        if builder.registered_endpoint(name, builder.buildx_env(layout.root)) is not None:
             buildx(layout.root, "rm", name)  # an earlier farm of this checkout's: re-pointed to this one
         opts = f"cacert={ca.ca_cert},cert={client / 'cert.pem'},key={client / 'key.pem'}"
         created = buildx(layout.root, "create", "--name", name, "--driver", "remote", "--driver-opt", opts,
@@ -93,7 +78,7 @@ def unregister_builders(layout: Layout) -> list[str]:
     removed = []
     for host in BUILDERS:
         name = layout.buildx_name(host)
-        if registered_endpoint(layout.root, name) == f"tcp://{layout.endpoint(host)}":
+        if builder.registered_endpoint(name, builder.buildx_env(layout.root)) == f"tcp://{layout.endpoint(host)}":
             buildx(layout.root, "rm", name)
             removed.append(f"buildx builder {name}")
     return removed
@@ -109,7 +94,7 @@ def write_docker_login(layout: Layout, password: str) -> None:
 
 def exports(layout: Layout, ca: RegistryTls, access_key: str, secret_key: str) -> dict[str, str]:
     return {
-        "BUILDX_CONFIG": str(buildx_config(layout.root)),
+        **builder.buildx_env(layout.root),
         "DOCKER_CONFIG": str(layout.docker_config),
         "SSL_CERT_FILE": str(ca.bundle),
         "ROCM_BAKE_REGISTRY": layout.endpoint("registry"),

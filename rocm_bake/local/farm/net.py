@@ -1,7 +1,7 @@
 """The farm's network: a namespace per host, a veth pair each, one bridge in this host's namespace.
 
 Everything goes through the ``ip`` CLI (iproute2). Only names a farm's
-:class:`~rocm_bake.farm.layout.Layout` gives are ever made or removed.
+:class:`~rocm_bake.local.farm.layout.Layout` gives are ever made or removed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import subprocess
 import time
 
 from rocm_bake.errors import RocmBakeError
-from rocm_bake.farm.layout import HOSTS, Layout
+from rocm_bake.local.farm.layout import HOSTS, Layout
 
 #: How long the processes of a namespace get to end after SIGTERM before SIGKILL.
 STOP_GRACE_S = 15.0

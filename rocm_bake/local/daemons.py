@@ -10,15 +10,12 @@ another checkout's process or a stranger's. A pidfile whose pid still runs
 the program is never deleted unless that process was ours and has stopped.
 
 Standard library only (``make down`` runs it before or without the venv).
-Usage: ``python3 -m rocm_bake.daemons stop --pidfile F --program NAME --marker PATH``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -126,24 +123,3 @@ def reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m rocm_bake.daemons", description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("stop", "status"))
-    parser.add_argument("--pidfile", type=Path, required=True)
-    parser.add_argument("--program", required=True, help="the daemon's executable name, e.g. versitygw")
-    parser.add_argument("--marker", type=Path, required=True, help="a path of this checkout in its arguments")
-    parser.add_argument("--name", default=None)
-    args = parser.parse_args(argv)
-    name = args.name or args.program
-    if args.action == "stop":
-        print(stop(args.pidfile, args.program, args.marker, name))
-    else:
-        pid = running_pid(args.pidfile, args.program, args.marker)
-        print(f"{name}: running, pid {pid}" if pid else f"{name}: not running")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

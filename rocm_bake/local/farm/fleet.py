@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from rocm_bake.farm.layout import FLEET_NODES, REGISTRY_USER, Layout
+from rocm_bake.local.farm.layout import FLEET_NODES, REGISTRY_USER, Layout
 from rocm_bake.registry.tls import write_private
 
 #: The farm node's exit status: it reached the node and found the image, but has no GPU to run the test on.

@@ -11,7 +11,8 @@ With ``--tls-dir`` (``make registry``: ``.rocm-bake/tls``) it serves https
 with a certificate from the checkout's own CA (``rocm_bake.registry.tls``);
 a running plain-http one is restarted with TLS.
 
-Usage: ``python -m rocm_bake.registry.local start|stop|status --port P --root DIR [--tls-dir DIR]``.
+Usage: ``python -m rocm_bake.local start registry --port P --root DIR [--tls-dir DIR]`` (``stop`` and
+``status`` through ``rocm_bake.local`` too).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import socket
 import sys
 from pathlib import Path
 
-from rocm_bake.daemons import cmdline, running_pid, stop
+from rocm_bake.local.daemons import cmdline, running_pid, stop
 from rocm_bake.errors import RocmBakeError
 
 PROGRAM = "docker-registry"
@@ -77,7 +78,7 @@ def start(root: Path, port: int, tls_dir: Path | None = None) -> str:
             f"127.0.0.1:{port} is in use by a process that is not this checkout's registry (no live pid in "
             f"{pidfile(root)}); it is never adopted: free the port or choose another with REGISTRY_PORT="
         )
-    from rocm_bake.registry.server import main as serve
+    from rocm_bake.local.registry_server import main as serve
 
     tls_args = ["--tls-dir", str(tls_dir)] if tls_dir is not None else []
     if serve(["--port", str(port), "--root", str(root), *tls_args, "--daemon"]) != 0:
@@ -90,30 +91,23 @@ def stop_registry(root: Path) -> str:
     return stop(pidfile(root), PROGRAM, root / "config.yml", "registry", grace_s=10.0)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rocm_bake.registry.local", description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("start", "stop", "status"))
+def status(root: Path) -> str:
+    pid = ours(root.resolve())
+    return f"registry: running, pid {pid}, 127.0.0.1:{configured_port(root)}" if pid else "registry: not running"
+
+
+def start_main(argv: list[str]) -> int:
+    """``python -m rocm_bake.local start registry --port P --root DIR [--tls-dir DIR]``."""
+    parser = argparse.ArgumentParser(prog="python -m rocm_bake.local start registry",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, required=True)
-    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tls-dir", type=Path, default=None,
                         help="serve https with the CA and certificate kept here (make: .rocm-bake/tls)")
     args = parser.parse_args(argv)
     try:
-        if args.action == "start":
-            if args.port is None:
-                raise RocmBakeError("--port is required to start the registry")
-            print(start(args.root, args.port, args.tls_dir))
-        elif args.action == "stop":
-            print(stop_registry(args.root))
-        else:
-            pid = ours(args.root.resolve())
-            print(f"registry: running, pid {pid}, 127.0.0.1:{configured_port(args.root)}" if pid
-                  else "registry: not running")
+        print(start(args.root, args.port, args.tls_dir))
     except RocmBakeError as exc:
         print(f"rocm-bake: error: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,11 +4,17 @@
 declare without the Pulumi CLI or credentials. Nothing is built or pushed:
 the mocks return placeholder outputs (a digest derived from the resource
 name) and record each resource's type, name and inputs.
+
+The one module of the core that imports Pulumi (only ``plan`` loads it).
+The program is given, never imported here: ``rocm-bake plan`` takes it from
+the project's ``__main__.py``, as the Pulumi CLI does, so the core does not
+depend on the program's ``components`` package.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -73,8 +79,12 @@ def collect_exports(declared: dict[str, Any], exports: dict[str, Any]) -> pulumi
     return pulumi.Output.all(*settled)
 
 
+#: The program's declaration: every resource of one stack from its config; what the stack exports.
+Program = Callable[[StackConfig], dict[str, Any]]
+
+
 def declare_under_mocks(
-    stack: str, config: StackConfig, secrets: dict[str, str] | None = None
+    stack: str, config: StackConfig, define_stack: Program, secrets: dict[str, str] | None = None
 ) -> tuple[RecordingMocks, dict[str, Any]]:
     """Run ``define_stack(config)`` for ``stack`` under mocks; return (mocks, exports).
 
@@ -83,8 +93,6 @@ def declare_under_mocks(
     engine sets them, marked secret, for the program to read with
     ``get_secret``; nothing else is passed as raw config.
     """
-    from components.stack import define_stack
-
     recorder = RecordingMocks()
     pulumi.runtime.set_mocks(recorder, project="rocm-bake", stack=stack, preview=True)
     # Mocks answer get_root_directory() with a placeholder; the program plan runs is the one whose

@@ -1,6 +1,6 @@
 """Run Debian's ``docker-registry`` on 127.0.0.1 with a generated config.
 
-``make registry`` runs ``python -m rocm_bake.registry.local start``, which
+``make registry`` runs ``python -m rocm_bake.local.registry start``, which
 refuses a port another process holds and then starts one through this
 module's ``main`` (``--port PORT --root DIR --tls-dir DIR --daemon``): it serves TLS with a
 certificate from the checkout's own CA (``rocm_bake.registry.tls``), because
@@ -28,7 +28,7 @@ from typing import NamedTuple
 import httpx
 import yaml
 
-from rocm_bake.daemons import daemon_env
+from rocm_bake.local.daemons import daemon_env
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.ports import free_port
 from rocm_bake.registry.tls import RegistryTls, ensure_tls
@@ -132,7 +132,7 @@ def start_registry(root: Path, port: int | None = None, tls: RegistryTls | None 
     With no ``port`` a free one is picked; a lost race for it is retried.
     With ``tls`` it serves https with that server certificate; with ``htpasswd`` too, it asks for a login
     from that file. ``detach`` puts it in its own session, so it outlives the caller
-    (``rocm_bake.registry.local``).
+    (``rocm_bake.local.registry``).
     """
     attempts = 1 if port is not None else 3
     last: RocmBakeError | None = None
@@ -162,7 +162,7 @@ def terminate(proc: subprocess.Popen[bytes]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rocm_bake.registry.server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rocm_bake.local.registry_server", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--root", type=Path, required=True, help="registry storage and config dir")
     parser.add_argument("--tls-dir", type=Path, default=None,
