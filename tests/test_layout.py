@@ -49,3 +49,24 @@ def test_every_stop_target_stops_through_one_path() -> None:
         lines = subprocess.run(["make", "-s", "-n", target, "PYTHON=python3"], cwd=ROOT, capture_output=True,
                                text=True, timeout=60, check=True).stdout.splitlines()
         assert lines and all(line.startswith("python3 -m rocm_bake.local stop") for line in lines), (target, lines)
+
+
+def definitions(name: str, *bases: str) -> list[str]:
+    """Where a function ``name`` is defined (any depth) in the Python files under ``bases``."""
+    found = []
+    for base in bases:
+        for path in sorted((ROOT / base).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(tree)
+                      if isinstance(node, ast.FunctionDef) and node.name == name]
+    return found
+
+
+def test_each_shared_helper_and_fixture_has_one_home() -> None:
+    code = ("rocm_bake", "components", "tools", "dockerfiles", "bench", "tests")
+    ports = definitions("free_port", *code)
+    assert ports == ["rocm_bake/ports.py:8"], f"free_port is defined besides rocm_bake/ports.py: {ports}"
+    assert [where.split(":")[0] for where in definitions("registered_endpoint", *code)] == ["rocm_bake/local/builder.py"]
+    assert [where.split(":")[0] for where in definitions("registry", "tests")] == ["tests/registry_fixtures.py"]
+    farms = [where.split(":")[0] for where in definitions("farm", "tests") if "/test_farm" in where or "farm_" in where]
+    assert farms == ["tests/farm_fixtures.py"], farms
