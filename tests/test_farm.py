@@ -33,8 +33,8 @@ from rocm_bake.local.farm.layout import BUCKET, BUILDERS, HOSTS, REGION, REGISTR
 from rocm_bake.local.farm.fleet import NO_GPU_STATUS
 from tests.engine_fixtures import VENV_BIN
 from tests.farm_fixtures import (  # noqa: F401 - farm: the module's farm fixture
-    buildx_names,
     checkouts,
+    cmdlines,
     farm,
     leftovers,
     need_root_and_engines,
