@@ -269,7 +269,7 @@ def test_the_state_host_down_mid_up_is_the_engines_error_then_cancel_and_up_reco
     wait_until(lambda: "docker-build:index:Image" in log.read_text(), update, 300, "the up reached no image")
     os.kill(int((layout.host_dir("state") / "daemon.pid").read_text()), signal.SIGKILL)
     try:
-        finish(update, 300, "the up whose state host went down")
+        finish(update, 600, "the up whose state host went down")
     finally:
         hosts.start_state(layout, farm.exports["AWS_ACCESS_KEY_ID"], farm.exports["AWS_SECRET_ACCESS_KEY"])
     text = log.read_text()
@@ -301,12 +301,13 @@ def lock_files(locks: Path) -> list[str]:
     return sorted(str(path.relative_to(locks)) for path in locks.rglob("*") if path.is_file())
 
 
-def arches_up(project: PulumiProject, env: dict[str, str], out: Path) -> subprocess.Popen:
+def arches_up(project: PulumiProject, out: Path) -> subprocess.Popen:
     """``rocm-bake arches up`` of both demo stacks, its stdout (the stack-prefixed lines, then the table) to ``out``
     and its stderr to ``out`` + ``.err``."""
     with out.open("w") as stdout, out.with_suffix(".err").open("w") as stderr:
         return subprocess.Popen([sys.executable, "-m", "rocm_bake", "arches", "up", "--stacks", ",".join(DEMO_STACKS)],
-                                cwd=project.dir, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
+                                cwd=project.dir, env=project.env, stdout=stdout, stderr=stderr,
+                                start_new_session=True)
 
 
 def test_builder_2_killed_mid_build_fails_its_stack_alone_then_arches_up_completes_it(
@@ -314,20 +315,24 @@ def test_builder_2_killed_mid_build_fails_its_stack_alone_then_arches_up_complet
     layout = farm.layout
     builder_1, builder_2 = layout.buildx_name("builder-1"), layout.buildx_name("builder-2")
     endpoint = f"tcp://{layout.endpoint('builder-2')}"
-    # Both demo stacks anew, in a folder of the farm bucket of their own: the tests above left theirs up.
-    folder = "builder-killed"
+    # Both demo stacks anew, in a folder of the farm bucket and a registry repository of their own: the tests
+    # above left theirs up, and their images' cache in the registry would leave builder-2 nothing to build.
+    folder, repository = "builder-killed", "rocm-bake-builder-killed"
     env = {**project.env, **registry_login(farm), "ROCM_BAKE_PULUMI": str(engine("pulumi")),
            "ROCM_BAKE_STACK_BUILDERS": farm.exports["ROCM_BAKE_STACK_BUILDERS"],
            "PULUMI_BACKEND_URL": farm.exports["PULUMI_BACKEND_URL"].replace(f"s3://{BUCKET}?",
                                                                             f"s3://{BUCKET}/{folder}?")}
     assert env["ROCM_BAKE_STACK_BUILDERS"] == f"demo-gfx950={builder_1},demo-gfx1201={builder_2}"
+    own = PulumiProject(copy_project(tmp_path / "project"), project.state, env)
     for stack in DEMO_STACKS:
-        project.run("stack", "init", stack, "--secrets-provider", "passphrase", extra_env=env)
+        with (own.dir / "stacks" / f"Pulumi.{stack}.yaml").open("a") as stack_file:
+            stack_file.write(f"  rocm-bake:repository: {repository}\n")
+        own.run("stack", "init", stack, "--secrets-provider", "passphrase")
     locks = layout.host_dir("state") / "data" / BUCKET / folder / ".pulumi" / "locks"
     assert (locks.parent / "stacks").is_dir(), f"the stacks are not in {locks.parent}"
     pid = int((layout.host_dir("builder-2") / "daemon.pid").read_text())
 
-    first = arches_up(project, env, tmp_path / "up-1.log")
+    first = arches_up(own, tmp_path / "up-1.log")
     try:
         building = wait_until(lambda: child_processes(pid) != [], first, 300,
                               "builder-2's buildkitd ran no build step for demo-gfx1201")
@@ -350,9 +355,9 @@ def test_builder_2_killed_mid_build_fails_its_stack_alone_then_arches_up_complet
     said = [line for line in stdout.splitlines() if line.startswith("demo-gfx1201 | pulumi up exited ")]
     assert said == [f"demo-gfx1201 | pulumi up exited 1: {error}"], said
     assert lock_files(locks) == [], "a lock was left"
-    assert image_resources(project, "demo-gfx950", env), "demo-gfx950 recorded no image"
+    assert image_resources(own, "demo-gfx950"), "demo-gfx950 recorded no image"
 
-    second = arches_up(project, env, tmp_path / "up-2.log")
+    second = arches_up(own, tmp_path / "up-2.log")
     rc = finish(second, 900, "arches up with builder-2 back")
     stdout = (tmp_path / "up-2.log").read_text()
     assert rc == 0, stdout[-3000:] + (tmp_path / "up-2.err").read_text()
@@ -360,4 +365,4 @@ def test_builder_2_killed_mid_build_fails_its_stack_alone_then_arches_up_complet
     assert {stack: row[1] for stack, row in table.items()} == {"demo-gfx950": "ok", "demo-gfx1201": "ok"}, stdout
     assert table["demo-gfx950"][3] == "0" and int(table["demo-gfx1201"][3]) > 0, stdout[-3000:]
     for stack in DEMO_STACKS:
-        project.run("preview", "--expect-no-changes", stack=stack, extra_env=env)
+        own.run("preview", "--expect-no-changes", stack=stack)
