@@ -326,6 +326,30 @@ def test_make_down_stops_a_moved_checkouts_daemons_without_buildx(checkout_dir: 
         kill_leftovers(pids)
 
 
+def test_make_down_in_two_checkouts_at_once_leaves_nothing_of_either(checkout_dir: Path, tmp_path: Path) -> None:
+    """Both stop through `python -m rocm_bake.local stop` at the same moment: each ends only its own daemons,
+    and afterwards no process of either checkout runs."""
+    engine("buildkitd"), engine("buildx")
+    env = {**clean_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    checkouts = [tracked_copy(checkout_dir / name) for name in ("one", "two")]
+    pids = [start_daemons(checkout, env) for checkout in checkouts]
+    try:
+        def down(checkout: Path) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["make", "down"], cwd=checkout, env=env, capture_output=True, text=True, timeout=120)
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(down, checkouts))
+        for checkout, result, started in zip(checkouts, results, pids):
+            said = result.stdout + result.stderr
+            assert result.returncode == 0, f"make down in {checkout} failed:\n{said}"
+            assert f"registry: stopped (pid {started['registry']})" in said and \
+                f"builder: stopped (pid {started['buildkitd']})" in said, said
+            assert processes_inside(checkout) == [], f"make down left processes of {checkout}"
+    finally:
+        for started in pids:
+            kill_leftovers(started)
+
+
 def test_make_clean_stops_the_daemons_first_and_make_down_then_says_nothing_runs(checkout_dir: Path,
                                                                                  tmp_path: Path) -> None:
     engine("buildkitd"), engine("buildx")

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("builder", "farm", "registry", "state-server")
 
 
-def start(service: str, argv: list[str], root: Path) -> int:
+def start(service: str, argv: list[str]) -> int:
+    """Start ``service`` with its own options (``argv``: a farm's ``--root`` among them)."""
     if service == "builder":
         from rocm_bake.local import builder
         return builder.start_main(argv)
@@ -33,7 +34,7 @@ def start(service: str, argv: list[str], root: Path) -> int:
         from rocm_bake.local import state_server
         return state_server.start_main(argv)
     from rocm_bake.local.farm import cli
-    return cli.start_main(argv, root)
+    return cli.start_main(argv, ROOT)
 
 
 def stop(service: str, args: argparse.Namespace) -> None:
@@ -86,9 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["start"]:
         parser = argparse.ArgumentParser(prog="python -m rocm_bake.local start", description=__doc__.splitlines()[0])
         parser.add_argument("service", choices=SERVICES)
-        parser.add_argument("--root", type=Path, default=ROOT, help="the checkout (default: this one)")
-        args, rest = parser.parse_known_args(argv[1:])
-        return start(args.service, rest, args.root.resolve())
+        service = parser.parse_args(argv[1:2]).service  # the rest are the service's own options
+        return start(service, argv[2:])
     parser = argparse.ArgumentParser(prog="python -m rocm_bake.local", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("start", "stop", "status"))
     parser.add_argument("services", nargs="*", metavar="SERVICE",

@@ -13,9 +13,10 @@ from rocm_bake.local.farm.slots import recorded_slot
 
 
 def start_main(argv: list[str], root: Path) -> int:
-    """Bring up checkout ``root``'s farm; print its hosts and the export lines that use it."""
-    argparse.ArgumentParser(prog="python -m rocm_bake.local start farm", description=__doc__.splitlines()[0]) \
-        .parse_args(argv)
+    """Bring up the farm of checkout ``root`` (or ``--root``); print its hosts and the export lines that use it."""
+    parser = argparse.ArgumentParser(prog="python -m rocm_bake.local start farm", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=root, help="the checkout whose farm it is (default: this one)")
+    root = parser.parse_args(argv).root.resolve()
     try:
         farm = up(root)
     except RocmBakeError as exc:
