@@ -1,6 +1,6 @@
 """Run Debian's ``docker-registry`` on 127.0.0.1 with a generated config.
 
-``make registry`` runs ``python -m rocm_bake.local.registry start``, which
+``make registry`` runs ``python -m rocm_bake.local start registry``, which
 refuses a port another process holds and then starts one through this
 module's ``main`` (``--port PORT --root DIR --tls-dir DIR --daemon``): it serves TLS with a
 certificate from the checkout's own CA (``rocm_bake.registry.tls``), because
