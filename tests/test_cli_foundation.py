@@ -141,7 +141,7 @@ def test_arches_up_runs_sequentially_and_stops_at_first_failure(recording_pulumi
                 f"urn:pulumi:{arch}::rocm-bake::rocm-bake:images:TargetImage$docker-build:index:Image::torch-{arch}"]
         # the arch rules judge every pass, as `make up` runs them
         policy = ROOT / "policy"
-        return f"up --stack {arch} --non-interactive --policy-pack {policy} --yes " + \
+        return f"up --stack {arch} --non-interactive --policy-pack {policy} --yes --refresh " + \
             " ".join(f"--target {u}" for u in urns) + " --target-dependents"
 
     assert calls == [narrowed("gfx950"), narrowed("gfx1201")]
