@@ -163,7 +163,7 @@ def test_a_ca_made_without_name_constraints_is_replaced_once_saying_so(
 def test_a_registry_running_when_its_certificate_is_reissued_is_restarted_with_the_new_one(tmp_path: Path) -> None:
     """`make registry` loads the TLS material (replacing a CA without constraints), then finds its registry
     running: one started before would go on serving a leaf that the bundle's CA no longer vouches for."""
-    from rocm_bake.registry.local import ours, start, stop_registry
+    from rocm_bake.local.registry import ours, start, stop_registry
 
     tls, root, port = ensure_tls(tmp_path / "tls"), tmp_path / "registry", free_port()
     try:
