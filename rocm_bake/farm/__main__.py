@@ -1,4 +1,4 @@
-"""``python -m rocm_bake.farm up|down|env [--root DIR]``: what ``make farm`` and ``make farm-down`` run."""
+"""``python -m rocm_bake.farm up|down|env|demo [--root DIR]``: what the Makefile's farm targets run."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.farm.demo import demo
 from rocm_bake.farm.farm import down, up
 from rocm_bake.farm.layout import Layout
 from rocm_bake.farm.slots import recorded_slot
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rocm_bake.farm", description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("up", "down", "env"))
+    parser.add_argument("action", choices=("up", "down", "env", "demo"))
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose farm it is (default: this one)")
     args = parser.parse_args(argv)
     root = args.root.resolve()
@@ -29,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(farm.export_lines()))
         elif args.action == "down":
             down(root)
+        elif args.action == "demo":
+            demo(root)
         else:
             slot = recorded_slot(root)
             if slot is None:
