@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocm_bake.commands.arches import Outcome, Pass, table
-from rocm_bake.farm.demo import demo_arch, read_exports, stack_seconds
+from rocm_bake.farm.demo import Row, demo_arch, read_exports, stack_seconds, table_rows
 from rocm_bake.farm.farm import Farm
 from rocm_bake.farm.layout import DEMO_STACKS, Layout
 
@@ -24,13 +24,15 @@ def test_the_exports_read_back_as_the_farm_wrote_them(tmp_path: Path) -> None:
     assert read_exports(env_file) == exports
 
 
-def test_each_stacks_wall_time_is_read_from_the_arches_table() -> None:
+def test_each_stacks_row_is_read_from_the_arches_table() -> None:
     done = Outcome(Pass("demo-gfx950", "gfx950", "farm-builder-1"), "ok", 31.04, 12)
     failed = Outcome(Pass("demo-gfx1201", "gfx1201", "farm-builder-2"), "failed (exit 1)", 7.5, None,
                      "error: 12.0 s  to push  198.18.7.20:5000")
     never = Outcome(Pass("demo-gfx1100", "gfx1100", "farm-builder-2"))
     output = "demo-gfx950  | Resources:\nSTACK  noise\n" + table([done, failed, never]) + "\n"
     assert stack_seconds(output) == {"demo-gfx950": 31.0, "demo-gfx1201": 7.5}
+    assert table_rows(output) == {"demo-gfx950": Row("farm-builder-1", "ok", 31.0, 12),
+                                  "demo-gfx1201": Row("farm-builder-2", "failed (exit 1)", 7.5, None)}
 
 
 def test_the_demo_stacks_name_their_index() -> None:

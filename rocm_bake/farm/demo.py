@@ -48,16 +48,35 @@ def demo_arch(stack: str) -> str:
 
 
 #: A row of the ``rocm-bake arches`` closing table: stack, builder, result, duration ("12.3 s"), changed, error.
-ROW = re.compile(r"^(?P<stack>\S+)\s{2,}(?P<builder>\S+)\s{2,}(?P<result>.+?)\s{2,}(?P<seconds>[\d.]+) s\s{2,}")
+ROW = re.compile(r"^(?P<stack>\S+)\s{2,}(?P<builder>\S+)\s{2,}(?P<result>.+?)\s{2,}(?P<seconds>[\d.]+) s\s{2,}"
+                 r"(?P<changed>\d+|-)\s")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One stack's row of that table, for the stacks that ran."""
+
+    builder: str
+    result: str
+    seconds: float
+    changed: int | None
+
+
+def table_rows(output: str) -> dict[str, Row]:
+    """The rows of the last closing table of ``rocm-bake arches`` in ``output``, by stack."""
+    lines = output.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.startswith("STACK ")]
+    rows = {}
+    for match in map(ROW.match, lines[heads[-1] + 1:] if heads else []):
+        if match:
+            changed = None if match["changed"] == "-" else int(match["changed"])
+            rows[match["stack"]] = Row(match["builder"], match["result"], float(match["seconds"]), changed)
+    return rows
 
 
 def stack_seconds(output: str) -> dict[str, float]:
     """Each stack's duration from the closing table of ``rocm-bake arches``."""
-    lines = output.splitlines()
-    heads = [i for i, line in enumerate(lines) if line.startswith("STACK ")]
-    if not heads:
-        return {}
-    return {m["stack"]: float(m["seconds"]) for m in map(ROW.match, lines[heads[-1] + 1:]) if m}
+    return {stack: row.seconds for stack, row in table_rows(output).items()}
 
 
 @dataclass(frozen=True)
