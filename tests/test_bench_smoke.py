@@ -38,7 +38,7 @@ QUICK: dict[str, tuple[list[str], set[str]]] = {
 
 
 #: Benches too long for ``make test`` even at their smallest, each with why; ``make bench`` runs them.
-#: bench/farm.py brings up a farm and runs eight ``arches up`` of both demo stacks (about 5 min at --sleep 1).
+#: bench/farm.py brings up a farm and runs eight ``arches up`` of both demo stacks (about 5 min at --sleep 5 --pairs 1 --no-change-pairs 1).
 NOT_IN_MAKE_TEST = {"farm.py": "a farm and eight demo-stack ups: minutes"}
 
 
