@@ -23,7 +23,7 @@ What users install from is never deleted before its replacement is whole:
 a release moved to another repository, GitHub or tag is replaced
 create-first (the old one goes only after the new release, its assets and
 its pages exist), and settings that merely name the same release another
-way update it in place. ``ReleaseAssets`` takes the release's id as an
+way (another URL of the same GitHub, a renamed repository's new name) update it in place. ``ReleaseAssets`` takes the release's id as an
 input, so the assets follow their release whenever it is made again.
 
 One path owns a release: ``GitHubRelease`` creates it through the same core
@@ -169,8 +169,8 @@ class GitHubProvider(ResourceProvider):
 
     def same_release(self, olds: dict[str, Any], news: dict[str, Any]) -> bool:
         """Whether the old and the new settings reach one and the same release (the same GitHub under another
-        URL): then a replace would delete, at its end, the very release it had just adopted. Unreachable or
-        absent on either side: not the same."""
+        URL, or a renamed repository, whose old name GitHub redirects to the new): then a replace would delete,
+        at its end, the very release it had just adopted. Unreachable or absent on either side: not the same."""
         try:
             with self.client(ReleaseInputs.from_props(olds)) as old, \
                     self.client(ReleaseInputs.from_props(news)) as new:

@@ -115,5 +115,14 @@ def builder_problem(name: str, env: dict[str, str] | None = None, timeout_s: flo
     for endpoint, opts in endpoints:
         problem = _try(endpoint, timeout_s, opts)
         if problem is not None:
-            return f"buildx builder {name!r} ({driver}, {endpoint}): {problem}; `make builder` starts rocm-bake's own"
+            return f"buildx builder {name!r} ({driver}, {endpoint}): {problem}{restart_hint(name)}"
     return None
+
+
+def restart_hint(name: str) -> str:
+    """How to bring builder ``name`` back, when it is rocm-bake's own (``make builder`` starts that one); a
+    team's or a farm's builder (another host's buildkitd) gets none: ``make builder`` would not revive it."""
+    from rocm_bake.checkout import BUILDER_PREFIX, DEFAULT_BUILDER
+
+    own = name == DEFAULT_BUILDER or name.startswith(BUILDER_PREFIX)
+    return "; `make builder` starts rocm-bake's own" if own else ""

@@ -32,6 +32,8 @@ BUILDER_SYMPTOM = re.compile(
     r"error reading from server: EOF|failed to get status|builder .* not found",
     re.IGNORECASE,
 )
+#: A URL's query: a registry's upload URLs carry a long ``_state`` blob that says nothing to a reader.
+URL_QUERY = re.compile(r"(?P<url>https?://[^\s\"'?]+)\?[^\s\"']*")
 #: A progress line: ``<op> <type> <name> <status…> error: <message>``.
 PROGRESS = re.compile(r"^\s*[-+~<>=*]*\s*(?P<type>[\w.-]+:[\w.-]*:[\w.-]+)\s+(?P<name>\S+)\s.*?\berror: (?P<msg>.+)$")
 #: A Diagnostics header: ``<type> (<name>):``.
@@ -105,7 +107,7 @@ def failure_cause(rc: int, output: str, builder: str | None) -> str:
         problem = builder_problem(builder)
         if problem is not None:
             cause = f"{problem} (the engine said: {cause})"
-    return " ".join(cause.split())
+    return " ".join(URL_QUERY.sub(r"\g<url>", cause).split())
 
 
 def summary(command: list[str], rc: int, output: str, log: Path, builder: str | None) -> str:

@@ -15,9 +15,12 @@ timeout ``{"index": i, "returncode": null}``.
 
 from __future__ import annotations
 
+import _collections_abc
 import importlib
 import json
 import os
+import pathlib
+import pkgutil
 import runpy
 import signal
 import sys
@@ -25,13 +28,66 @@ import time
 import traceback
 from typing import Any
 
-import rocm_bake.cli  # noqa: F401  (imported once here, inherited by every fork)
+import rocm_bake
 
 #: Libraries commands import when they run (the CLI keeps them off its start-up path): imported once here too.
 #: Only third-party ones, whose import reads neither the environment nor the working directory.
 PRELOADED = ("httpx", "pydantic", "yaml", "packaging.metadata", "packaging.version")
+#: The product's own modules (the CLI's and every command's) are imported once here too, their pydantic models
+#: built once: all but the entry point. A fork must still see its own job's environment and cwd, so none of them
+#: may read either while it is imported: ``_preload_product`` refuses to start, naming the line and what it read.
+SKIPPED = ("rocm_bake.__main__",)
+
+
+class ImportReadsJobState(RuntimeError):
+    """A product module read the environment or the working directory while it was imported."""
+
+
+#: Where the standard ways to read the environment or the cwd (os.getenv, Mapping.get, Path.cwd/home) live:
+#: passed over to find the code that asked.
+READERS = ("<frozen os>", "<frozen posixpath>", "<frozen _collections_abc>", _collections_abc.__file__,
+           pathlib.__file__)
+
+
+def _read_by_product(what: str) -> None:
+    """Raise when the code reading ``what`` (the first frame outside ``READERS``) is the product's own."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename in READERS:
+        frame = frame.f_back
+    if frame is not None and frame.f_code.co_filename.startswith(os.path.dirname(rocm_bake.__file__) + os.sep):
+        raise ImportReadsJobState(f"{frame.f_code.co_filename}:{frame.f_lineno} reads {what} while imported: "
+                                  "a fork would see the fork server's, not its job's")
+
+
+def _preload_product() -> None:
+    """Import every product module with reads of the environment and of the cwd watched (see ``SKIPPED``)."""
+    environ_type, real_getcwd = type(os.environ), os.getcwd
+    real_getitem, real_iter = environ_type.__getitem__, environ_type.__iter__
+
+    def getitem(self: Any, key: str) -> Any:
+        _read_by_product(f"the environment ({key})")
+        return real_getitem(self, key)
+
+    def iterate(self: Any) -> Any:
+        _read_by_product("the environment")
+        return real_iter(self)
+
+    def getcwd() -> str:
+        _read_by_product("the working directory")
+        return real_getcwd()
+
+    environ_type.__getitem__, environ_type.__iter__, os.getcwd = getitem, iterate, getcwd  # type: ignore[method-assign]
+    try:
+        for module in pkgutil.walk_packages(rocm_bake.__path__, "rocm_bake."):
+            if module.name not in SKIPPED:
+                importlib.import_module(module.name)
+    finally:
+        environ_type.__getitem__, environ_type.__iter__, os.getcwd = real_getitem, real_iter, real_getcwd  # type: ignore[method-assign]
+
+
 for _name in PRELOADED:
     importlib.import_module(_name)
+_preload_product()
 
 
 def _child(job: dict[str, Any]) -> int:

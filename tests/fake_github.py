@@ -16,6 +16,9 @@ uses:
   (302, as github.com does to its object store) to the bytes, and
   ``/pages/{o}/{r}/...`` serves the gh-pages tree, so pip can install from it.
 
+Renamed (``rename``): as GitHub does, the API answers the old name with a redirect to the repository by id
+(``/repositories/{id}/...``: 301 for GET and HEAD, 307 for the rest), and serves that path.
+
 Auth: a wrong token is 401 ``Bad credentials`` everywhere; no token may read
 (a public repository) but not write (401 ``Requires authentication``).
 Faults are injectable per method/path: any status with headers (primary rate
@@ -68,6 +71,9 @@ class State:
     objects: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
+    #: The repository's id (what GitHub redirects an old name to) and the names it had before ``rename``.
+    repo_id: int = 4242
+    former_names: list[str] = field(default_factory=list)
     log: list[tuple[str, str, int]] = field(default_factory=list)
     next_id: int = 1
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -190,6 +196,12 @@ class FakeGitHub:
     @property
     def full_name(self) -> str:
         return f"{self.state.owner}/{self.state.repo}"
+
+    def rename(self, full_name: str) -> None:
+        """The repository takes a new OWNER/NAME; the old one is answered with GitHub's redirect."""
+        with self.state.lock:
+            self.state.former_names.append(self.full_name)
+            self.state.owner, self.state.repo = full_name.split("/")
 
     def _serve(self, role: str) -> str:
         handler = type(f"Fake{role.title()}Handler", (_Handler,), {"role": role, "fake": self})
@@ -327,6 +339,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._body()
             self._send(fault.status, fault.body, fault.headers)
             return
+        moved = self._moved(split.path)
+        if moved is not None:
+            self._body()
+            self._send(301 if self.command in ("GET", "HEAD") else 307, {"message": "Moved Permanently",
+                                                                       "url": moved}, {"Location": moved})
+            return
         try:
             getattr(self, f"_{self.role}")(path, query, fault)
         except KeyError:
@@ -335,8 +353,22 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PATCH = do_DELETE = do_HEAD = lambda self: self._dispatch()  # noqa: E731
 
     def _repo_path(self, path: str) -> str | None:
-        prefix = f"/repos/{self.st.owner}/{self.st.repo}"
-        return path[len(prefix):] if path.startswith(prefix + "/") else None
+        for prefix in (f"/repos/{self.st.owner}/{self.st.repo}", f"/repositories/{self.st.repo_id}"):
+            if path.startswith(prefix + "/"):
+                return path[len(prefix):]
+        return None
+
+    def _moved(self, raw_path: str) -> str | None:
+        """Where the API sends a request for a former name of the repository (None: not one)."""
+        if self.role != "api":
+            return None
+        for former in self.st.former_names:
+            prefix = f"/repos/{former}/"
+            if raw_path.startswith(prefix):
+                query = urlsplit(self.path).query
+                rest = raw_path[len(prefix) - 1:] + (f"?{query}" if query else "")
+                return f"{self.fake.api_url}/repositories/{self.st.repo_id}{rest}"
+        return None
 
     # ----------------------------------------------------------- api host
 

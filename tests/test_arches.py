@@ -40,6 +40,7 @@ def cancel(signum, frame):
     sys.exit(255)
 signal.signal(signal.SIGINT, cancel)
 lock.write_text(str(os.getpid()))
+(work / f"{{stack}}.argv").write_text("\\n".join(sys.argv[1:]))
 record("start")
 print(f"Updating ({{stack}})", flush=True)
 time.sleep(float(os.environ.get("SLEEP", "0.6")))
@@ -91,6 +92,18 @@ def test_stacks_on_different_builders_run_at_once_and_a_shared_builder_in_turn(s
     # the three builders' first passes overlap: one job per distinct builder by default
     assert overlap(spans["gfx950"], spans["gfx1201"]) and overlap(spans["gfx950"], spans["gfx1250"])
     assert overlap(spans["gfx1201"], spans["gfx1250"])
+
+
+def test_up_refreshes_as_make_up_does_and_preview_changes_nothing(stand_in):
+    """A wiped registry or a deleted image is rebuilt only if the up reads them first: ``--refresh``."""
+    env, work = stand_in
+    assert arches("up", "--stacks", "gfx950", env=env).returncode == 0
+    policy = str(ROOT / "policy")
+    assert (work / "gfx950.argv").read_text().splitlines() == [
+        "up", "--stack", "gfx950", "--non-interactive", "--policy-pack", policy, "--yes", "--refresh"]
+    assert arches("preview", "--stacks", "gfx950", env=env).returncode == 0
+    assert (work / "gfx950.argv").read_text().splitlines() == [
+        "preview", "--stack", "gfx950", "--non-interactive", "--policy-pack", policy]
 
 
 def test_jobs_caps_how_many_run_at_once(stand_in):

@@ -1,5 +1,6 @@
 """The foundation CLI, run as a real subprocess: arch show, nodes, plan, arches."""
 
+import functools
 import json
 import os
 import re
@@ -16,6 +17,12 @@ def rocm_bake(*args, env=None):
     return subprocess.run(
         [sys.executable, "-m", "rocm_bake", *args], capture_output=True, text=True, cwd=ROOT, env=env
     )
+
+
+@functools.cache
+def planned_outputs(stack: str) -> subprocess.CompletedProcess:
+    """``rocm-bake plan STACK --outputs-json``, run once per stack for the tests that read it: it writes nothing."""
+    return rocm_bake("plan", stack, "--outputs-json")
 
 
 def test_arch_show_json_fields():
@@ -73,7 +80,7 @@ def test_plan_json_lists_declared_graph():
     images = [r for r in resources if r["type"] == "docker-build:index:Image"]
     assert len(images) == 7
     assert all("__provider" not in json.dumps(r) for r in resources)
-    outputs = json.loads(rocm_bake("plan", "gfx1250", "--outputs-json").stdout)
+    outputs = json.loads(planned_outputs("gfx1250").stdout)
     assert outputs["policy"]["sched_coexec"] is True
     assert outputs["gpu_tested"] is False and outputs["index_sha256"] == "(known after apply)"
 
@@ -134,7 +141,7 @@ def test_arches_up_runs_sequentially_and_stops_at_first_failure(recording_pulumi
                 f"urn:pulumi:{arch}::rocm-bake::rocm-bake:images:TargetImage$docker-build:index:Image::torch-{arch}"]
         # the arch rules judge every pass, as `make up` runs them
         policy = ROOT / "policy"
-        return f"up --stack {arch} --non-interactive --policy-pack {policy} --yes " + \
+        return f"up --stack {arch} --non-interactive --policy-pack {policy} --yes --refresh " + \
             " ".join(f"--target {u}" for u in urns) + " --target-dependents"
 
     assert calls == [narrowed("gfx950"), narrowed("gfx1201")]
@@ -163,7 +170,7 @@ def test_plan_several_stacks_in_one_process_matches_separate_plans():
     for stack in stacks:
         alone = json.loads(rocm_bake("plan", stack, "--json").stdout)
         assert _by_resource(resources[stack]) == _by_resource(alone)
-        assert outputs[stack] == json.loads(rocm_bake("plan", stack, "--outputs-json").stdout)
+        assert outputs[stack] == json.loads(planned_outputs(stack).stdout)
     text = rocm_bake("plan", "gfx950", "gfx1250")
     assert "stack gfx950:" in text.stdout and "stack gfx1250:" in text.stdout
 
@@ -178,6 +185,6 @@ SHIPPED_STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "s
 @pytest.mark.parametrize("stack", SHIPPED_STACKS)
 def test_plan_every_shipped_stack(stack):
     """Demo stacks too: their buildArgs mapping reaches the mock runtime as JSON, as the engine passes it."""
-    result = rocm_bake("plan", stack, "--outputs-json")
+    result = planned_outputs(stack)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert json.loads(result.stdout)["arches"] == stack.removeprefix("demo-").removeprefix("fat-").split("-")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_bake.engine_run import first_cause
+from rocm_bake.engine_run import failure_cause, first_cause
 from tests.engine_fixtures import ROOT, TOOLS_BIN, VENV_BIN, copy_project, engine
 
 STACK = "demo-gfx950"
@@ -110,3 +110,14 @@ Diagnostics:
 """
     assert first_cause(output) == ("pytorch-base-gfx950: policy per-arch-cache-refs: "
                                    "pytorch-base-gfx950 cacheFrom 'a' is not 'b'")
+
+
+def test_a_url_in_the_cause_keeps_its_host_and_path_but_not_its_query() -> None:
+    output = (' +  docker-build:index:Image triton-wheel-gfx1201 creating (9s) error: failed to solve: error writing '
+              'layer blob: failed to do request: Put "https://198.18.7.20:5000/v2/rocm-bake/cache/blobs/uploads/5b35'
+              '?_state=iuEN2iaBdu%3D%3D&digest=sha256%3A26e5": write tcp 198.18.7.11:45986->198.18.7.20:5000: '
+              'write: no route to host\n')
+    assert failure_cause(1, output, None) == (
+        'triton-wheel-gfx1201: failed to solve: error writing layer blob: failed to do request: Put '
+        '"https://198.18.7.20:5000/v2/rocm-bake/cache/blobs/uploads/5b35": write tcp 198.18.7.11:45986->'
+        '198.18.7.20:5000: write: no route to host')

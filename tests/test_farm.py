@@ -30,10 +30,13 @@ import pytest
 
 from rocm_bake.errors import RocmBakeError
 from rocm_bake.farm import farm as farm_mod
-from rocm_bake.farm import hosts, slots
+from rocm_bake.farm import hosts, net, slots
 from rocm_bake.farm.layout import BUCKET, BUILDERS, HOSTS, REGION, REGISTRY_USER, Layout
 from rocm_bake.farm.fleet import NO_GPU_STATUS
 from tests.engine_fixtures import VENV_BIN, engine
+
+#: This host's own ``net.ipv4.tcp_retries2`` before any farm: a farm may change only its hosts' namespaces.
+HOST_TCP_RETRIES2 = Path("/proc/sys/net/ipv4/tcp_retries2").read_text().strip()
 
 
 BUSYBOX = Path("/bin/busybox")
@@ -233,6 +236,16 @@ def test_the_bucket_answers_the_printed_keys_only(farm: farm_mod.Farm) -> None:
     assert s3_list(layout, keys[0], "not-the-secret-key-at-all")[0] == 403
     assert farm.exports["ROCM_BAKE_STACK_BUILDERS"] == "demo-gfx950=farm-builder-1,demo-gfx1201=farm-builder-2"
     assert farm.exports["PULUMI_BACKEND_URL"].startswith(f"s3://{BUCKET}?endpoint=http://{layout.endpoint('state')}")
+
+
+def test_each_host_gives_up_on_a_silent_peer_sooner_and_this_hosts_setting_is_untouched(farm: farm_mod.Farm) -> None:
+    def retries(*prefix: str) -> str:
+        return subprocess.run([*prefix, "sysctl", "-n", "net.ipv4.tcp_retries2"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    assert {host: retries("ip", "netns", "exec", farm.layout.netns(host)) for host in HOSTS} == \
+        {host: str(net.TCP_RETRIES2) for host in HOSTS}
+    assert retries() == HOST_TCP_RETRIES2
 
 
 def test_the_gpu_node_answers_ssh_with_the_pinned_host_key_only(farm: farm_mod.Farm, tmp_path: Path) -> None:

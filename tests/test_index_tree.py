@@ -159,6 +159,31 @@ def two_states(wheels: Path, tmp_path: Path) -> tuple[Path, dict[str, bytes], di
     return dist, old, new
 
 
+@pytest.fixture(scope="module")
+def switched_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, bytes], dict[str, bytes]]:
+    """``two_states`` built once for the crash tests: its directory (``dist/``, the wheels inside), old, new."""
+    root = tmp_path_factory.mktemp("two-states")
+    wheels = root / "dist" / "wheels" / "gfx950"
+    arch_wheel_set(wheels, "gfx950")
+    filler(wheels, 12)
+    dist, old, new = two_states(wheels, root)
+    return dist, old, new
+
+
+@pytest.fixture()
+def switched(switched_once: tuple[Path, dict[str, bytes], dict[str, bytes]],
+             tmp_path: Path) -> tuple[Path, Path, dict[str, bytes], dict[str, bytes]]:
+    """A test's own copy of ``switched_once``'s dist to crash a write into: dist, its wheels, old, new.
+
+    The index's link is relative, so the copy's points into the copy; file modes and mtimes come along.
+    """
+    built, old, new = switched_once
+    dist = tmp_path / "dist"
+    shutil.copytree(built, dist, symlinks=True)
+    assert snapshot(dist / "index" / "gfx950") == old and leftovers(dist) == []
+    return dist, dist / "wheels" / "gfx950", old, new
+
+
 def assert_old_or_new(dist: Path, old: dict[str, bytes], new: dict[str, bytes], step: str) -> None:
     seen = snapshot(dist / "index" / "gfx950")
     after_swap = STEPS.index(step) >= STEPS.index("swapped")
@@ -173,8 +198,9 @@ def recovers(dist: Path, wheels: Path, new: dict[str, bytes]) -> None:
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_an_exception_at_any_step_leaves_the_old_index_or_the_new(wheels: Path, tmp_path: Path, step: str) -> None:
-    dist, old, new = two_states(wheels, tmp_path)
+def test_an_exception_at_any_step_leaves_the_old_index_or_the_new(switched: tuple[Path, Path, dict[str, bytes],
+                                                                  dict[str, bytes]], step: str) -> None:
+    dist, wheels, old, new = switched
 
     def hook(at: str) -> None:
         if at == step:
@@ -206,8 +232,9 @@ KILL_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_a_kill_at_any_step_leaves_the_old_index_or_the_new(wheels: Path, tmp_path: Path, step: str) -> None:
-    dist, old, new = two_states(wheels, tmp_path)
+def test_a_kill_at_any_step_leaves_the_old_index_or_the_new(switched: tuple[Path, Path, dict[str, bytes],
+                                                            dict[str, bytes]], step: str) -> None:
+    dist, wheels, old, new = switched
     proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, step, str(wheels), str(dist)],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr

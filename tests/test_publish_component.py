@@ -108,6 +108,24 @@ def test_a_moved_release_is_replaced_create_first_and_the_same_one_by_another_ur
     assert same.changes is True and not same.replaces, "the same release by another URL must not be replaced"
 
 
+@pytest.mark.parametrize("provider_type", [GitHubReleaseProvider, ReleaseAssetsProvider, PagesIndexProvider])
+def test_a_renamed_repository_is_the_same_release_updated_in_place(
+        provider_type: type, gh: FakeGitHub, dist: Path) -> None:
+    """GitHub answers a renamed repository's old name with a redirect to the repository by id: the stack's
+    ``githubRepo`` moved to the new name still reaches the live release, which a replace would delete at its end."""
+    provider = configured(provider_type, gh)
+    p = props(gh, dist)
+    created = configured(ReleaseAssetsProvider, gh).create(p)
+    release = gh.state.release_by_tag(p["tag"])
+    former = gh.full_name
+    gh.rename("octo/rocm-wheels")
+    renamed = provider.diff(created.id, created.outs, {**p, "repo": "octo/rocm-wheels"})
+    assert gh.state.requests("GET", f"/repos/{former}/releases/tags/"), "the old name was never asked"
+    assert renamed.changes is True and not renamed.replaces, \
+        f"the renamed repository's release must be updated in place, not replaced: {renamed.replaces}"
+    assert gh.state.release_by_tag(p["tag"]) == release
+
+
 def test_assets_follow_their_release_when_it_is_made_again(gh: FakeGitHub, dist: Path) -> None:
     provider = configured(ReleaseAssetsProvider, gh)
     p = props(gh, dist)

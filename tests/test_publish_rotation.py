@@ -98,27 +98,23 @@ def test_refresh_and_destroy_use_the_rotated_config_secret(published: tuple[Proj
     assert gh.state.release_by_tag("wheels-gfx950-rocm10.1.0") is None  # destroy reached GitHub and deleted
 
 
-def test_github_token_in_the_environment_wins(published: tuple[Project, FakeGitHub]) -> None:
+def test_github_token_in_the_environment_wins_and_a_rejected_one_is_one_line_naming_the_resource(
+        published: tuple[Project, FakeGitHub]) -> None:
+    """The environment's token wins over the config's; without it, the config's token is rejected (as a revoked
+    one is) and each resource's error is one line with its name and the cause, no traceback, no token."""
     project, gh = published
     gh.state.token = "ghp_rotation_ENV_3"  # the config secret still holds OLD: only the environment has this one
     project.ok("refresh", "--yes", "--skip-preview", extra={"GITHUB_TOKEN": "ghp_rotation_ENV_3"})
     failed = project.pulumi("refresh", "--yes", "--skip-preview")  # without it: the config's OLD token, refused
-    assert failed.returncode != 0 and "401" in failed.stdout + failed.stderr
-    project.ok("destroy", "--yes", "--skip-preview", extra={"GITHUB_TOKEN": "ghp_rotation_ENV_3"})
-    assert gh.state.release_by_tag("wheels-gfx950-rocm10.1.0") is None
-
-
-def test_a_provider_error_is_one_line_naming_the_resource(published: tuple[Project, FakeGitHub]) -> None:
-    """A revoked token on refresh: each resource's error is one line with its name and the cause, no traceback."""
-    project, gh = published
-    gh.state.token = "ghp_rotation_REVOKED_ALL"  # neither the config's token nor any other is accepted now
-    failed = project.pulumi("refresh", "--yes", "--skip-preview")
     output = failed.stdout + failed.stderr
-    assert failed.returncode != 0 and "Traceback" not in output, output
+    assert failed.returncode != 0 and "401" in output
+    assert "Traceback" not in output, output
     errors = [line.strip() for line in output.splitlines() if "401 Bad credentials" in line]
     assert errors and all("the token was rejected" in line for line in errors), output
     assert any("publish-gfx950-release" in line and "error: GitHub GET" in line for line in errors), output
     assert "ghp_rotation_OLD_1" not in output
+    project.ok("destroy", "--yes", "--skip-preview", extra={"GITHUB_TOKEN": "ghp_rotation_ENV_3"})
+    assert gh.state.release_by_tag("wheels-gfx950-rocm10.1.0") is None
 
 
 def wheels_on(gh: FakeGitHub) -> dict[str, bytes]:

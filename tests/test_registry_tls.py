@@ -12,6 +12,7 @@ falling back to http) a certificate it does not trust.
 from __future__ import annotations
 
 import io
+import socket
 import ssl
 import stat
 import subprocess
@@ -30,7 +31,7 @@ from rocm_bake.registry.reference import parse_ref
 from rocm_bake.registry.scheme import scheme_for, speaks_tls
 from rocm_bake.registry.extract import fetch_wheels
 from rocm_bake.ports import free_port
-from rocm_bake.registry.tls import SYSTEM_BUNDLES, RegistryTls, ensure_tls
+from rocm_bake.registry.tls import SYSTEM_BUNDLES, RegistryTls, ensure_tls, make_server_cert
 
 from tests.registry_fixtures import (  # noqa: F401 - fixtures
     Entry,
@@ -114,6 +115,72 @@ def test_the_ca_signs_only_for_the_loopback_names(tmp_path: Path) -> None:
     assert verified.returncode != 0 and "permitted subtree violation" in verified.stdout + verified.stderr, \
         verified.stdout + verified.stderr
     openssl_text("verify", "-CAfile", str(tls.ca_cert), str(tls.server_cert))  # its own leaf still verifies
+
+
+def old_style_ca(tls: RegistryTls) -> None:
+    """A CA (and its registry leaf) as they were made before name constraints were added: none."""
+    tls.ca_key.write_bytes(openssl_text("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256").encode())
+    tls.ca_key.chmod(0o600)
+    tls.ca_cert.write_text(openssl_text(
+        "req", "-x509", "-new", "-key", str(tls.ca_key), "-subj", "/O=rocm-bake/CN=old CA", "-days", "30",
+        "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        "-addext", "subjectKeyIdentifier=hash"))
+    make_server_cert(tls)
+
+
+def test_a_ca_made_without_name_constraints_is_replaced_once_saying_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkout's CA from before the constraints were added would otherwise vouch for any host until removed by
+    hand: loading the TLS material replaces it and reissues the leaf it signed, in one line, touching nothing else."""
+    tls = RegistryTls(tmp_path / "tls")
+    tls.dir.mkdir(mode=0o700)
+    old_style_ca(tls)
+    old = {path: path.read_bytes() for path in (tls.ca_cert, tls.ca_key, tls.server_cert)}
+    other = tls.dir / "bundle-0123456789abcdef.pem"
+    other.write_bytes(b"a caller's bundle")
+    capsys.readouterr()
+
+    ensure_tls(tls.dir)
+    said = capsys.readouterr()
+    assert said.out == "" and said.err == (
+        f"rocm-bake: registry TLS in {tls.dir}: the CA had no name constraints (made before they were added): "
+        "replaced it with a loopback-only one and reissued the registry certificate\n"), said
+    constraints = openssl_text("x509", "-in", str(tls.ca_cert), "-noout", "-ext", "nameConstraints")
+    assert "critical" in constraints and "DNS:localhost" in constraints, f"the CA kept no constraints: {constraints}"
+    assert all(path.read_bytes() != data for path, data in old.items()), "CA, its key and the leaf all made anew"
+    assert stat.S_IMODE(tls.ca_key.stat().st_mode) == 0o600
+    openssl_text("verify", "-CAfile", str(tls.ca_cert), str(tls.server_cert))
+    assert tls.bundle.read_bytes().rstrip().endswith(tls.ca_cert.read_bytes().rstrip())
+    assert other.read_bytes() == b"a caller's bundle", "nothing else in the directory changes"
+
+    kept = {path: path.read_bytes() for path in (tls.ca_cert, tls.ca_key, tls.server_cert)}
+    ensure_tls(tls.dir)
+    assert capsys.readouterr().err == "" and all(path.read_bytes() == data for path, data in kept.items()), \
+        "a constrained CA is kept, silently"
+
+
+@pytest.mark.services
+def test_a_registry_running_when_its_certificate_is_reissued_is_restarted_with_the_new_one(tmp_path: Path) -> None:
+    """`make registry` loads the TLS material (replacing a CA without constraints), then finds its registry
+    running: one started before would go on serving a leaf that the bundle's CA no longer vouches for."""
+    from rocm_bake.registry.local import ours, start, stop_registry
+
+    tls, root, port = ensure_tls(tmp_path / "tls"), tmp_path / "registry", free_port()
+    try:
+        start(root, port, tls.dir)
+        first = ours(root)
+        assert start(root, port, tls.dir).startswith("registry already running") and ours(root) == first
+        old_style_ca(tls)
+        ensure_tls(tls.dir)
+        start(root, port, tls.dir)
+        assert ours(root) not in (None, first), "the registry kept serving the certificate it started with"
+        trusted = ssl.create_default_context(cafile=str(tls.ca_cert))
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock, \
+                trusted.wrap_socket(sock, server_hostname="127.0.0.1") as served:
+            assert served.getpeercert() is not None
+        assert start(root, port, tls.dir).startswith("registry already running"), "restarted with nothing new"
+    finally:
+        stop_registry(root)
 
 
 def test_bundle_keeps_the_system_roots_and_adds_our_ca(registry_tls: RegistryTls,

@@ -798,6 +798,18 @@ def test_pulumi_up_step_deploys_into_the_bucket_with_the_built_cli(
     assert [hit for place in places if place.exists() for hit in place.rglob(f"{stack}.json*")] == []
 
 
+def test_pulumi_up_step_runs_the_up_arches_up_runs() -> None:
+    """One argument list for every up (``--refresh`` included, as ``make up``: a wiped registry or a deleted image
+    is rebuilt): the deploy's engine line is ``pulumi_command``'s, with the script's CLI, stack and policy path."""
+    from rocm_bake.commands.arches import POLICY_PACK, Pass, pulumi_command
+
+    script = (SCRIPTS / "pulumi_up.sh").read_text().splitlines()
+    engine_line = next(line for line in script if line.startswith("exec "))
+    want = ['"$root/policy"' if arg == str(POLICY_PACK) else arg
+            for arg in pulumi_command("up", Pass('"$stack"', "gfx950", "any"), cli='"$cli"')]
+    assert engine_line.split()[1:] == want, f"pulumi_up.sh: {engine_line!r} is not arches up's {want}"
+
+
 def test_pulumi_up_step_refuses_an_empty_backend_url(runner: dict[str, Any], tmp_path: Path) -> None:
     """.tools/bin/pulumi would fall back to the checkout's file backend: on a runner, gone after the job."""
     stack = f"never-{os.urandom(3).hex()}"

@@ -9,6 +9,9 @@
 #   (PULUMI_CONFIG_PASSPHRASE); later ones select it.
 # * The arch rules (policy/) judge the update, as they do `make up` and the pull request's preview: a
 #   mandatory violation stops it, naming the rule.
+# * `--refresh`, as `make up` and `rocm-bake arches up`: a wiped registry or a deleted image is rebuilt, not
+#   trusted from the state. The arguments after the CLI are `rocm-bake arches up`'s (UP_FLAGS in
+#   rocm_bake/commands/arches.py; tests/test_workflows.py holds the two to one list).
 # * GITHUB_TOKEN reaches the engine only when PUBLISH is true (rocm-bake:publish in the stack config, read by
 #   stack_publish.py): a stack that does not opt in cannot publish, even by accident.
 set -euo pipefail
@@ -26,4 +29,4 @@ else
   echo "stack $stack does not publish: GITHUB_TOKEN withheld from the engine"
 fi
 "$cli" stack select --create --secrets-provider passphrase --non-interactive "$stack"
-exec "$cli" up --yes --non-interactive --stack "$stack" --policy-pack "$root/policy"
+exec "$cli" up --stack "$stack" --non-interactive --policy-pack "$root/policy" --yes --refresh

@@ -89,6 +89,9 @@ def resolve_arches(arches: list[Arch] | None) -> list[Arch]:
 PROJECT = "rocm-bake"
 #: The arch rules (a pulumi-policy pack): every preview and up is judged by them, as `make up` does.
 POLICY_PACK = Path(__file__).resolve().parents[2] / "policy"
+#: What every up adds, as `make up` does: ``--refresh`` reads the registry and the release first, so a wiped
+#: registry or a deleted image or release is rebuilt rather than trusted from the state.
+UP_FLAGS = ("--yes", "--refresh")
 #: The type chain of a target's image: the TargetImage component and the docker-build Image inside it.
 IMAGE_TYPES = ("rocm-bake:images:TargetImage", "rocm-bake:images:TargetImage$docker-build:index:Image")
 
@@ -152,7 +155,7 @@ def pulumi_command(action: str, one: Pass, targets: list[str] | None = None, cli
     resources: an undeclared resource is one the engine deletes (and the index would shrink)."""
     cmd = [cli, action, "--stack", one.stack, "--non-interactive", "--policy-pack", str(POLICY_PACK)]
     if action == "up":
-        cmd.append("--yes")
+        cmd += UP_FLAGS
     for urn in target_urns(one.stack, one.label, targets or []):
         cmd += ["--target", urn]
     if targets:

@@ -14,6 +14,10 @@ and retry behaviour we control. Every endpoint follows GitHub's documented contr
   (seconds, or an HTTP date), or at least a minute when neither header is sent.
 * ``5xx`` and dropped or reset connections are retried with jittered
   exponential backoff, then a clear error naming the request.
+* A renamed repository: GitHub answers the old name with a redirect to the
+  repository by id (301 for reads). Reads follow it, so the old and the new
+  name find one and the same release; httpx drops the token on a redirect
+  to another origin. Writes never follow one.
 
 Waiting and retrying follow the one policy of ``rocm_bake.retry`` (stamina),
 each wait a visible line; a rate limit whose reset lies beyond the retry
@@ -293,7 +297,7 @@ class GitHubClient:
             try:
                 response = self._http.request(
                     method, url, json=json, params=params, headers=headers, timeout=timeout,
-                    content=content() if content is not None else None,
+                    content=content() if content is not None else None, follow_redirects=method == "GET",
                 )
             except httpx.TransportError as exc:
                 reason = describe(exc, self.timeout)

@@ -9,7 +9,9 @@ is how two checkouts' builds got mixed up.
 
 With ``--tls-dir`` (``make registry``: ``.rocm-bake/tls``) it serves https
 with a certificate from the checkout's own CA (``rocm_bake.registry.tls``);
-a running plain-http one is restarted with TLS.
+a running plain-http one is restarted with TLS, and so is one started before
+its certificate was reissued (a replaced CA, a renewal): it would go on
+serving a certificate that the CA in the bundle no longer vouches for.
 
 Usage: ``python -m rocm_bake.registry.local start|stop|status --port P --root DIR [--tls-dir DIR]``.
 """
@@ -61,13 +63,26 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def serves_old_certificate(root: Path, tls_dir: Path | None) -> bool:
+    """The server certificate in ``tls_dir`` was written after the running registry started (its pidfile)."""
+    if tls_dir is None:
+        return False
+    from rocm_bake.registry.tls import RegistryTls
+
+    try:
+        return RegistryTls(tls_dir).server_cert.stat().st_mtime_ns > pidfile(root).stat().st_mtime_ns
+    except OSError:
+        return False
+
+
 def start(root: Path, port: int, tls_dir: Path | None = None) -> str:
     """Start this checkout's registry on ``port`` unless it already runs there; refuse a port held by others."""
     root = root.resolve()
     pid = ours(root)
     scheme = "https" if tls_dir is not None else "http"
     if pid is not None and configured_port(root) == port and serves_tls(root) == (tls_dir is not None) \
-            and str(root / "config.yml").encode() in b" ".join(cmdline(pid)):  # moved: it serves the old path
+            and str(root / "config.yml").encode() in b" ".join(cmdline(pid)) \
+            and not serves_old_certificate(root, tls_dir):  # a moved root: it would serve the old path
         return f"registry already running on {scheme}://127.0.0.1:{port} (pid {pid}, this checkout's, root {root})"
     if pid is not None:
         print(f"registry: restarting this checkout's registry (pid {pid}) on {scheme}://127.0.0.1:{port}", flush=True)

@@ -10,7 +10,8 @@ Everything is made with the ``openssl`` CLI into one directory (``make``:
 ``.rocm-bake/tls``; tests: their temp dir):
 
 * ``ca.pem`` / ``ca-key.pem``: the CA, made once (the key 0600, never copied),
-  name-constrained to the loopback names and addresses it signs for;
+  name-constrained to the loopback names and addresses it signs for; one
+  made without constraints (before they were added) is replaced, once, saying so;
 * ``registry.pem`` / ``registry-key.pem``: the server certificate for
   ``127.0.0.1``, ``::1`` and ``localhost``, remade when missing, expiring or
   not signed by this CA;
@@ -149,6 +150,12 @@ def make_ca(tls: RegistryTls, name: str = "rocm-bake local registry CA",
     write_public(tls.ca_cert, cert)
 
 
+def ca_constrained(tls: RegistryTls) -> bool:
+    """The CA carries a critical name-constraints extension: a CA made before they were added carries none."""
+    shown = openssl("x509", "-in", str(tls.ca_cert), "-noout", "-ext", "nameConstraints")
+    return b"X509v3 Name Constraints: critical" in shown
+
+
 def server_cert_valid(tls: RegistryTls) -> bool:
     """The server certificate exists, chains to this CA and does not expire within RENEW_BEFORE_S."""
     if not (tls.server_cert.is_file() and tls.server_key.is_file()):
@@ -247,6 +254,10 @@ def ensure_tls(directory: Path) -> RegistryTls:
     tls.dir.chmod(0o700)
     if not (tls.ca_cert.is_file() and tls.ca_key.is_file()):
         make_ca(tls)
+    elif not ca_constrained(tls):
+        make_ca(tls)
+        print(f"rocm-bake: registry TLS in {tls.dir}: the CA had no name constraints (made before they were "
+              f"added): replaced it with a loopback-only one and reissued the registry certificate", file=sys.stderr)
     if not server_cert_valid(tls):
         make_server_cert(tls)
     write_bundle(tls)
