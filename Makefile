@@ -43,7 +43,7 @@ TRUST_REGISTRY = if [ -f $(TLS_DIR)/ca.pem ]; then SSL_CERT_FILE=$$($(BIN)/pytho
 # benchmark, chromium for the landing-page test, openssl for the registry's TLS.
 APT_PACKAGES ?= docker-registry openssl openssh-server openssh-client curl runc debootstrap skopeo busybox-static chromium zstd
 
-.PHONY: help setup apt venv lock engines builder builder-stop farm farm-down down status forget test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
+.PHONY: help setup apt venv lock engines builder builder-stop farm farm-demo farm-down down status forget test test-fast test-host check-dockerfiles up preview registry registry-tls list-nodes plan arches-list wheel-index wheel-index-check wheels-publish-dry wheels-publish gpu-test bench clean
 
 setup: apt $(BIN)/rocm-bake .tools/bin/rocm-bake engines ## everything the rest needs: Debian packages, the venv from requirements.lock, the engines (first time ~12 min)
 
@@ -107,6 +107,13 @@ builder-stop: ## stop that buildkitd and unregister the builder
 # and each host's address. Root only (namespaces). farm-down removes all of it.
 farm: setup ## start a build farm of network-namespace hosts (2 builders, registry, state, gpu-node); print its exports
 	$(BIN)/python -m rocm_bake.local start farm
+
+# Both demo stacks `up` at once on this checkout's farm (made first when it has none): demo-gfx950 on
+# builder-1, demo-gfx1201 on builder-2 (the exports' ROCM_BAKE_STACK_BUILDERS), pushing to the farm registry
+# with its login, state in its bucket; then preview --expect-no-changes and index check of both, the
+# install lines, and each stack's wall time and the total (rocm_bake/local/farm/demo.py).
+farm-demo: setup passphrase ## on the farm: both demo stacks up at once, each on its own builder; previews, index check, install lines, wall times
+	$(BIN)/python -m rocm_bake.local.farm demo
 
 farm-down: ## remove this checkout's farm: its processes, namespaces, veths, bridge, builders and files
 	$(PYTHON) -m rocm_bake.local stop farm

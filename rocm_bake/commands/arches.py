@@ -276,18 +276,26 @@ class Fanout:
 
 
 def fan_out(fanout: Fanout, groups: list[list[Pass]], jobs: int) -> list[Outcome]:
-    """Run each group in a thread of its own, at most ``jobs`` at once; the main thread waits, taking Ctrl-C."""
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="arches")
-    futures: list[Future[list[Outcome]]] = [pool.submit(fanout.run_group, group) for group in groups]
-    pending = set(futures)
-    while pending:
-        try:
+    """Run each group in a thread of its own, at most ``jobs`` at once; the main thread waits, taking Ctrl-C.
+
+    Ctrl-C only sets a flag that the waiting loop reads: a KeyboardInterrupt raised inside
+    ``concurrent.futures.wait`` can leave a future's lock held, and the workers would then hang on it.
+    """
+    asked_to_stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: asked_to_stop.set())
+    try:
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="arches")
+        futures: list[Future[list[Outcome]]] = [pool.submit(fanout.run_group, group) for group in groups]
+        pending = set(futures)
+        while pending:
             _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-        except KeyboardInterrupt:
-            signalled = fanout.interrupt()
-            print(f"rocm-bake: interrupted: SIGINT sent to {', '.join(signalled) or 'no running stack'}; "
-                  f"waiting for them to stop", file=sys.stderr, flush=True)
-    pool.shutdown()
+            if asked_to_stop.is_set() and not fanout.interrupted:
+                signalled = fanout.interrupt()
+                print(f"rocm-bake: interrupted: SIGINT sent to {', '.join(signalled) or 'no running stack'}; "
+                      f"waiting for them to stop", file=sys.stderr, flush=True)
+        pool.shutdown()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return [outcome for future in futures for outcome in future.result()]
 
 

@@ -19,6 +19,7 @@ exactly those; a setup that fails half way is taken down the same way.
 
 Modules: :mod:`layout` (names, addresses, paths), :mod:`slots` (the claim),
 :mod:`net` (namespaces, veths, bridge), :mod:`hosts` (the daemons),
-:mod:`farm` (up and down), ``__main__`` (the CLI the Makefile calls).
+:mod:`farm` (up and down), :mod:`demo` (both demo stacks on it),
+``__main__`` (the CLI the Makefile calls).
 Standard library only, like the other local daemons' helpers.
 """
