@@ -137,11 +137,16 @@ forget: down ## stop the daemons, then remove this checkout's port claim (~/.cac
 # BuildKit, a registry, sshd, versitygw or a farm; the rest need only the venv.
 venv: .tools/bin/rocm-bake ## the venv from requirements.lock, rocm-bake in .tools/bin: all test-fast needs (no apt, no engines)
 
+# The fast part runs on TEST_JOBS pytest-xdist workers (auto: one per core): its tests share no daemon, port
+# or checkout state. The services part runs in one process: its tests start daemons of this checkout's own.
+TEST_JOBS ?= auto
+
 test-fast: venv ## the tests that start no engine or daemon (-m "not services"): the loop while you edit
-	$(BIN)/python -m pytest -m "not services"
+	$(BIN)/python -m pytest -m "not services" -n $(TEST_JOBS)
 
 test: setup ## every test, the fast ones first, then the services (the real-engine lifecycle included): what CI runs
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not services" -n $(TEST_JOBS)
+	$(BIN)/python -m pytest -m services
 
 # Go tests of our own language host (tools/pulumi-language-python), with the Go caches
 # tools/engines.py shares; `make test` runs them too (tests/test_language_host.py).

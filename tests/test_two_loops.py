@@ -55,6 +55,9 @@ def test_make_test_fast_selects_the_unmarked_tests_with_the_venv_only() -> None:
     text = (ROOT / "Makefile").read_text()
     fast = re.search(r"^test-fast: (.*?) ##.*\n\t(.*)$", text, re.M)
     assert fast, "the Makefile has no test-fast rule"
-    assert fast.group(1).split() == ["venv"] and fast.group(2).endswith(f'pytest -m "not {services.MARKER}"'), fast[0]
+    assert fast.group(1).split() == ["venv"] and f'pytest -m "not {services.MARKER}" -n $(TEST_JOBS)' in fast[2], fast[0]
+    everything = re.search(r"^test: (.*?) ##.*\n\t(.*)\n\t(.*)\n(?!\t)", text, re.M)
+    assert everything, "the Makefile's test rule is not the fast part then the services part"
+    assert everything[2] == fast[2] and everything[3].endswith(f"pytest -m {services.MARKER}"), everything[0]
     venv = re.search(r"^venv: (.*?) ##", text, re.M)
     assert venv and "setup" not in venv.group(1) and "engines" not in venv.group(1) and "apt" not in venv.group(1)
