@@ -40,19 +40,24 @@ TLS_DIR = Path(".rocm-bake") / "tls"
 
 #: The line the CLI writes into a stack file (``encryptionsalt: v1:...``).
 SALT_LINE = "encryptionsalt: "
+#: How an encrypted config value starts in a stack file (``key:`` then ``  secure: v1:...``).
+SECURE_VALUE = "secure: "
 
 
 def strip_salt(root: Path, env: dict[str, str] | os._Environ[str] | None = None) -> list[Path]:
     """Take the salt line out of checkout ``root``'s stack files (``stacks/Pulumi.*.yaml``); the files changed.
 
-    Only when the run takes the stack's secrets manager from the state
+    A file keeps its salt only when it holds ``secure:`` values and the run
+    does not take the secrets manager from the state
     (``PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER=true``, as ``.tools/bin/pulumi``,
-    the workflows and the export lines set it): without that, the next run
-    would mint a new salt, and the stack's secrets would no longer decrypt.
+    the workflows and the export lines set): such a run could mint a salt of
+    its own next time, and those values would no longer decrypt. A file with
+    no ``secure:`` value loses nothing by it (the state's secrets are read
+    with the state's own record), so a plain ``pulumi`` run leaves it as
+    tracked.
     """
     env = os.environ if env is None else env
-    if env.get("PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER") != "true":
-        return []
+    from_state = env.get("PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER") == "true"
     changed = []
     for stack_file in sorted((root / "stacks").glob("Pulumi.*.yaml")):
         try:
@@ -60,6 +65,8 @@ def strip_salt(root: Path, env: dict[str, str] | os._Environ[str] | None = None)
         except OSError:
             continue
         lines = text.splitlines(keepends=True)
+        if not from_state and any(line.lstrip().startswith(SECURE_VALUE) for line in lines):
+            continue
         kept = [line for line in lines if not line.startswith(SALT_LINE)]
         if len(kept) != len(lines):
             stack_file.write_text("".join(kept), encoding="utf-8")

@@ -433,15 +433,18 @@ def test_the_salt_is_stripped_in_one_place_the_program() -> None:
     assert "strip_salt(root)" in (ROOT / "components" / "stack.py").read_text(), "the program no longer strips it"
 
 
-def test_the_program_strips_the_salt_only_when_the_state_holds_it(tmp_path: Path) -> None:
+def test_the_program_keeps_a_salt_only_where_secure_values_need_it(tmp_path: Path) -> None:
     from rocm_bake.run_env import strip_salt
 
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     text = "config:\n  rocm-bake:arch: gfx950\n"
+    secret = "config:\n  rocm-bake:githubToken:\n    secure: v1:AAAA\n"
     (stacks / "Pulumi.a.yaml").write_text("encryptionsalt: v1:abc:def\n" + text)
     (stacks / "Pulumi.b.yaml").write_text(text)
-    assert strip_salt(tmp_path, {}) == [], "without the fallback a stripped salt would be minted anew"
-    assert (stacks / "Pulumi.a.yaml").read_text().startswith("encryptionsalt: ")
-    assert strip_salt(tmp_path, {"PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true"}) == [stacks / "Pulumi.a.yaml"]
-    assert (stacks / "Pulumi.a.yaml").read_text() == text and (stacks / "Pulumi.b.yaml").read_text() == text
+    (stacks / "Pulumi.c.yaml").write_text("encryptionsalt: v1:abc:def\n" + secret)
+    assert strip_salt(tmp_path, {}) == [stacks / "Pulumi.a.yaml"], "a plain pulumi run must leave no salt behind"
+    assert (stacks / "Pulumi.c.yaml").read_text().startswith("encryptionsalt: "), \
+        "without the fallback a stripped salt could be minted anew, and the secure value would not decrypt"
+    assert strip_salt(tmp_path, {"PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true"}) == [stacks / "Pulumi.c.yaml"]
+    assert [(stacks / f"Pulumi.{n}.yaml").read_text() for n in "abc"] == [text, text, secret]
