@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocm_bake.commands.arches import Outcome, Pass, table
-from rocm_bake.local.farm.demo import Row, demo_arch, read_exports, stack_seconds, table_rows
-from rocm_bake.local.farm.farm import Farm
+from rocm_bake.local.farm.demo import Row, demo_arch, stack_seconds, table_rows
+from rocm_bake.local.farm.farm import Farm, read_exports
 from rocm_bake.local.farm.layout import DEMO_STACKS, Layout
 
 

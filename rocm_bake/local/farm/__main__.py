@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rocm_bake.errors import RocmBakeError
+from rocm_bake.local.farm.cli import reported
 from rocm_bake.local.farm.demo import demo
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -20,15 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=("demo",))
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose farm it is (default: this one)")
     args = parser.parse_args(argv)
-    try:
-        demo(args.root.resolve())
-    except RocmBakeError as exc:
-        print(f"rocm-bake: error: farm: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("rocm-bake: farm: interrupted", file=sys.stderr)
-        return 130
-    return 0
+    return reported(lambda: demo(args.root.resolve()))
 
 
 if __name__ == "__main__":

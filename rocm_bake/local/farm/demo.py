@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 import time
@@ -29,17 +28,6 @@ from rocm_bake.local.farm import slots
 from rocm_bake.local.farm.layout import BUILDERS, DEMO_STACKS, Layout
 
 Say = Callable[[str], None]
-
-
-def read_exports(env_file: Path) -> dict[str, str]:
-    """The ``export NAME=VALUE`` lines ``make farm`` wrote (values shell-quoted), as a mapping."""
-    found = {}
-    for line in env_file.read_text().splitlines():
-        words = shlex.split(line)
-        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
-            name, _, value = words[1].partition("=")
-            found[name] = value
-    return found
 
 
 def demo_arch(stack: str) -> str:
@@ -142,7 +130,7 @@ def farm_layout(root: Path, say: Say) -> Layout:
 def demo(root: Path, say: Say = print) -> None:
     pulumi, buildx, rocm_bake = tools(root)
     layout = farm_layout(root, say)
-    exports = read_exports(layout.env_file)
+    exports = farm_mod.read_exports(layout.env_file)
     runner = Runner(root, {**os.environ, **exports}, say)
     registry = layout.endpoint("registry")
     say(f"farm-demo: registry {registry}, state {exports['PULUMI_BACKEND_URL'].split('?')[0]} "

@@ -30,6 +30,17 @@ from rocm_bake.registry.tls import RegistryTls, issue_leaf, make_ca, write_bundl
 Say = Callable[[str], None]
 
 
+def read_exports(env_file: Path) -> dict[str, str]:
+    """The ``export NAME=VALUE`` lines ``make farm`` wrote (:meth:`Farm.export_lines`), as a mapping."""
+    found = {}
+    for line in env_file.read_text().splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            name, _, value = words[1].partition("=")
+            found[name] = value
+    return found
+
+
 @dataclass(frozen=True)
 class Farm:
     """A farm that is up: its layout and the lines a shell needs to use it."""
