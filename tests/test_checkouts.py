@@ -32,6 +32,7 @@ import pytest
 
 from rocm_bake.checkout import Checkout, claim, ensure_checkout, load_checkout, local_defaults
 from rocm_bake.errors import RocmBakeError
+from rocm_bake.local.daemons import alive
 from tests.engine_fixtures import MANIFEST_TYPES, ROOT, builder_tool, engine
 
 DEMO_STACK = "demo-gfx950"
@@ -84,14 +85,6 @@ def recorded_pids(clone: Clone) -> dict[str, int]:
         assert pidfile.exists(), f"{clone.dir}: no {name} pidfile {pidfile} after make demo"
         pids[name] = int(pidfile.read_text())
     return pids
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def processes_inside(directory: Path) -> list[str]:

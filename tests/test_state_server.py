@@ -18,6 +18,7 @@ import pytest
 
 from tests.engine_fixtures import engine
 from rocm_bake.local import state_server  # noqa: E402,I001
+from rocm_bake.local.daemons import alive
 
 
 @pytest.fixture
@@ -32,13 +33,6 @@ def state(tmp_path: Path):
     yield make
     for path in dirs:
         state_server.stop(path)
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def test_keys_port_and_bucket_are_made_once_and_a_second_start_says_it_runs(state, capsys) -> None:

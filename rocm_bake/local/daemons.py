@@ -23,6 +23,7 @@ from pathlib import Path
 #: What the user's shell may hold for pulumi's state bucket (the export lines ``make state-server`` prints):
 #: no daemon of ours needs those keys, so none inherits them for its whole life.
 NOT_FOR_DAEMONS = ("AWS_",)
+SIGKILL_WAIT_S = 10.0  # a killed process whose threads are still exiting (e.g. flushing to a slow disk)
 
 
 def daemon_env(also: tuple[str, ...] = ()) -> dict[str, str]:
@@ -94,15 +95,18 @@ def stop(pidfile: Path, program: str, marker: Path, name: str, grace_s: float = 
         pass
     except PermissionError:
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
+    deadline, killed = time.monotonic() + grace_s, False
     while alive(pid):  # not its identity: a process tearing down has no cmdline any more, yet still runs
         reap(pid)
         if time.monotonic() > deadline:
+            if killed:
+                break
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            break
+            # wait for its threads to go after SIGKILL too: until the last one has, its ports are still taken
+            deadline, killed = time.monotonic() + SIGKILL_WAIT_S, True
         time.sleep(0.05)
     reap(pid)
     pidfile.unlink(missing_ok=True)
@@ -110,11 +114,22 @@ def stop(pidfile: Path, program: str, marker: Path, name: str, grace_s: float = 
 
 
 def alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
+    """Whether any thread of ``pid`` still runs (is not a zombie or dead).
+
+    Every thread counts, not only the leader: a Go daemon's main thread can be a zombie while its other threads are
+    still exiting, and those still hold its files, so its listening port stays taken until the last one is gone.
+    """
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
         return False
+    for task in tasks:
+        try:
+            if (task / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                return True
+        except (OSError, IndexError):
+            continue
+    return False
 
 
 def reap(pid: int) -> None:
