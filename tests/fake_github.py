@@ -354,7 +354,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _repo_path(self, path: str) -> str | None:
         for prefix in (f"/repos/{self.st.owner}/{self.st.repo}", f"/repositories/{self.st.repo_id}"):
-            if path.startswith(prefix + "/"):
+            if path == prefix or path.startswith(prefix + "/"):
                 return path[len(prefix):]
         return None
 
@@ -364,7 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         for former in self.st.former_names:
             prefix = f"/repos/{former}/"
-            if raw_path.startswith(prefix):
+            if raw_path.startswith(prefix) or raw_path == prefix[:-1]:
                 query = urlsplit(self.path).query
                 rest = raw_path[len(prefix) - 1:] + (f"?{query}" if query else "")
                 return f"{self.fake.api_url}/repositories/{self.st.repo_id}{rest}"
@@ -390,6 +390,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         st = self.st
         with st.lock:
+            if rel == "" and self.command == "GET":  # the repository itself, under its name of now
+                return self._send(200, {"id": st.repo_id, "name": st.repo, "full_name": f"{st.owner}/{st.repo}",
+                                        "owner": {"login": st.owner}})
             if m := re.fullmatch(r"/releases/tags/(.+)", rel):
                 r = st.release_by_tag(m[1])
                 return self._send(200, self._release_json(r)) if r else self._send(404, {"message": "Not Found"})

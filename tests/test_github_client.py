@@ -203,3 +203,29 @@ def test_ref_update_is_fast_forward_only(gh: FakeGitHub) -> None:
     second = client.create_commit("two", tree, [first])
     client.set_branch("gh-pages", second, exists=True)
     assert client.get_branch_head("gh-pages") == second
+
+
+def test_a_write_to_a_renamed_repository_names_its_new_name_and_the_setting_and_is_not_followed(gh: FakeGitHub) -> None:
+    client = make_client(gh)
+    former = gh.full_name
+    gh.rename("octo/rocm-wheels")
+    assert client.get_release_by_tag("v-none") is None, "a read of the old name follows GitHub's redirect"
+    with pytest.raises(GitHubHTTPError) as raised:
+        client.create_release("v1", "v1", "")
+    assert str(raised.value).endswith(f": 307: the repository {former} was renamed to octo/rocm-wheels on GitHub, "
+                                      "and a write never follows the old name: set rocm-bake:githubRepo to "
+                                      "octo/rocm-wheels")
+    assert gh.state.releases == {}
+
+
+def test_a_write_redirected_where_github_cannot_name_the_repository_says_so_without_a_name(gh: FakeGitHub) -> None:
+    client = make_client(gh)
+    former = gh.full_name
+    gh.rename("octo/rocm-wheels")
+    gh.inject("GET", r"^/repositories/\d+$", 404, body={"message": "Not Found"})
+    with pytest.raises(GitHubHTTPError) as raised:
+        client.create_release("v1", "v1", "")
+    assert str(raised.value).endswith(f": 307: GitHub redirects the repository {former} elsewhere (renamed, or "
+                                      "moved to another owner), and a write never follows the old name: set "
+                                      "rocm-bake:githubRepo to its new name")
+    assert gh.state.releases == {}

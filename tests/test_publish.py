@@ -428,3 +428,27 @@ def test_a_broken_metadata_file_is_refused_before_anything_is_published(gh: Fake
     with pytest.raises(RocmBakeError, match=r"\.metadata.*[Nn]ame"):
         run(gh, dist)
     assert gh.state.releases == {} and writes(gh) == []
+
+
+def test_cli_publish_to_a_renamed_repository_is_one_line_naming_the_new_name_and_writes_nothing(
+        gh: FakeGitHub, dist: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    """GitHub redirects an old name; reads follow it, writes do not: the line says what the repository is called
+    now and which setting to change, and nothing is written under the old name."""
+    run(gh, dist)
+    rebuild_torch(tmp_path)  # a change to publish, so the run gets as far as a write
+    former = gh.full_name
+    gh.rename("octo/rocm-wheels")
+    head, assets = gh.state.refs["refs/heads/gh-pages"], {n: dict(a) for n, a in gh.state.release_assets(TAG).items()}
+    gh.state.log.clear()
+    e = gh.endpoints()
+    code, _, err = _cli(["publish", "--arch", ARCH, "--dist", str(dist), "--repo", former, "--api-url", e.api_url,
+                         "--uploads-url", e.uploads_url, "--web-url", e.web_url, "--pages-url", e.pages_url],
+                        {"GITHUB_TOKEN": gh.state.token}, capsys, monkeypatch)
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("rocm-bake: error: GitHub ") and last.endswith(
+        f": 307: the repository {former} was renamed to octo/rocm-wheels on GitHub, and a write never follows the "
+        "old name: set --repo to octo/rocm-wheels"), err
+    assert "Traceback" not in err and gh.state.token not in err
+    assert [r for r in writes(gh) if r[2] != 307] == [], "something was written under the old name"
+    assert gh.state.refs["refs/heads/gh-pages"] == head
+    assert {n: dict(a) for n, a in gh.state.release_assets(TAG).items()} == assets

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = publish(args.arch, args.dist, repo, os.environ.get("GITHUB_TOKEN") or None,
                          rocm_version=args.rocm_version, endpoints=endpoints, dry_run=args.dry_run,
-                         timeout=args.timeout)
+                         timeout=args.timeout,
+                         repo_source="--repo" if args.repo else "the origin remote's URL (or give --repo)")
     finally:
         progress.set_quiet(before)
     if args.json:

@@ -17,7 +17,9 @@ and retry behaviour we control. Every endpoint follows GitHub's documented contr
 * A renamed repository: GitHub answers the old name with a redirect to the
   repository by id (301 for reads). Reads follow it, so the old and the new
   name find one and the same release; httpx drops the token on a redirect
-  to another origin. Writes never follow one.
+  to another origin. Writes never follow one (the stack would go on naming a
+  repository that is no longer called so): the error names the new name and
+  the setting to change.
 
 Waiting and retrying follow the one policy of ``rocm_bake.retry`` (stamina),
 each wait a visible line; a rate limit whose reset lies beyond the retry
@@ -204,6 +206,7 @@ class GitHubClient:
         max_wait: float = 3600.0,
         timeout: float = DEFAULT_TIMEOUT_S,
         token_source: str | None = None,
+        repo_source: str = "rocm-bake:githubRepo",
     ) -> None:
         if repo.count("/") != 1 or not all(repo.split("/")):
             raise RocmBakeError(f"GitHub repo {repo!r}: expected OWNER/NAME")
@@ -216,6 +219,8 @@ class GitHubClient:
         self._has_token = bool(token)
         #: Where the token came from, named in a 401 (several sources exist; the one that won is what was sent).
         self.token_source = token_source
+        #: Where ``repo`` came from, named when GitHub says the repository now has another name.
+        self.repo_source = repo_source
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
                    "User-Agent": "rocm-bake"}
         if token:
@@ -343,9 +348,25 @@ class GitHubClient:
         elif status in (403, 404) and self._has_token and what.startswith(("GitHub POST", "GitHub PATCH",
                                                                              "GitHub DELETE")):
             text = (f"{what}: {status} {message}: the token needs contents:write on {self.repo}")
+        elif status in (301, 302, 307, 308):
+            now = self._name_now()
+            text = (f"{what}: {status}: the repository {self.repo} was renamed to {now} on GitHub, and a write "
+                    f"never follows the old name: set {self.repo_source} to {now}" if now else
+                    f"{what}: {status}: GitHub redirects the repository {self.repo} elsewhere (renamed, or moved to "
+                    f"another owner), and a write never follows the old name: set {self.repo_source} to its new name")
         else:
             text = f"{what}: {status} {message}" + (f" ({', '.join(codes)})" if codes else "")
         return GitHubHTTPError(text, status, codes)
+
+    def _name_now(self) -> str | None:
+        """The repository's OWNER/NAME as GitHub answers it now (a read follows a rename); None if it cannot say."""
+        try:
+            response = self._http.get(f"{self.endpoints.api_url.rstrip('/')}/repos/{self.repo}",
+                                      follow_redirects=True, timeout=http_timeout(self.timeout, metadata=True))
+            name = response.json().get("full_name") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return name if isinstance(name, str) and name.count("/") == 1 and name != self.repo else None
 
     def _paged(self, url: str) -> Iterator[Any]:
         params: dict[str, Any] | None = {"per_page": 100}

@@ -136,12 +136,14 @@ def publish(
     dry_run: bool = False,
     client: GitHubClient | None = None,
     timeout: float | None = None,
+    repo_source: str = "--repo",
 ) -> PublishResult:
     """Publish ``DIST/index/<dir_name>/`` to ``repo``; ``dry_run`` reads GitHub but changes nothing."""
     if not token and not dry_run:
         raise RocmBakeError("publishing needs a GitHub token: set GITHUB_TOKEN (contents:write on the repo)")
     own = client is None
-    client = client or GitHubClient(repo, token, endpoints, **({"timeout": timeout} if timeout else {}))
+    client = client or GitHubClient(repo, token, endpoints, repo_source=repo_source,
+                                   **({"timeout": timeout} if timeout else {}))
     try:
         return Publisher(client, arch, dist, rocm_version).run(dry_run=dry_run)
     finally:
