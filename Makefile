@@ -138,15 +138,18 @@ forget: down ## stop the daemons, then remove this checkout's port claim (~/.cac
 venv: .tools/bin/rocm-bake ## the venv from requirements.lock, rocm-bake in .tools/bin: all test-fast needs (no apt, no engines)
 
 # The fast part runs on TEST_JOBS pytest-xdist workers (auto: one per core): its tests share no daemon, port
-# or checkout state. The services part runs in one process: its tests start daemons of this checkout's own.
+# or checkout state. The services part runs on SERVICE_JOBS workers, a module to a worker (--dist loadscope: a
+# module's daemons and farm are its own): its tests mostly wait on engines and networks, so more workers than
+# cores; each starts its own daemons, as two checkouts on one host do, and leaves none behind.
 TEST_JOBS ?= auto
+SERVICE_JOBS ?= 3
 
 test-fast: venv ## the tests that start no engine or daemon (-m "not services"): the loop while you edit
 	$(BIN)/python -m pytest -m "not services" -n $(TEST_JOBS)
 
 test: setup ## every test, the fast ones first, then the services (the real-engine lifecycle included): what CI runs
 	$(BIN)/python -m pytest -m "not services" -n $(TEST_JOBS)
-	$(BIN)/python -m pytest -m services
+	$(BIN)/python -m pytest -m services -n $(SERVICE_JOBS) --dist loadscope --durations=15
 
 # Go tests of our own language host (tools/pulumi-language-python), with the Go caches
 # tools/engines.py shares; `make test` runs them too (tests/test_language_host.py).

@@ -56,12 +56,28 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{services.MARKER}: {services.MEANING}")
 
 
+#: The service modules that take longest, longest first: each runs on one worker (``--dist loadscope``), so they are
+#: handed out first, and the short ones fill the other workers around them.
+SLOWEST_SERVICE_MODULES = ("test_farm_faults", "test_checkouts", "test_lifecycle", "test_farm", "test_installed_engines",
+                           "test_language_host", "test_workflows")
+
+
+def run_order(item: pytest.Item) -> tuple[bool, int]:
+    """Fast tests first; among the service tests, the slowest modules first."""
+    if item.get_closest_marker(services.MARKER) is None:
+        return (False, 0)
+    module = getattr(item, "module", None)
+    name = module.__name__.rpartition(".")[2] if module is not None else ""
+    return (True, SLOWEST_SERVICE_MODULES.index(name) if name in SLOWEST_SERVICE_MODULES
+            else len(SLOWEST_SERVICE_MODULES))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the service tests, then run the fast ones first (a stable sort: each part keeps its order)."""
+    """Mark the service tests, then order them (a stable sort: each module keeps its own order)."""
     for item in items:
         if starts_a_service(item):
             item.add_marker(services.MARKER)
-    items.sort(key=lambda item: item.get_closest_marker(services.MARKER) is not None)
+    items.sort(key=run_order)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -43,6 +43,7 @@ def test_the_fast_tests_run_first(request: pytest.FixtureRequest) -> None:
 def test_the_service_modules_and_fixtures_named_exist() -> None:
     modules = {path.stem for path in TESTS.glob("test_*.py")}
     assert conftest.SERVICE_MODULES <= modules, sorted(conftest.SERVICE_MODULES - modules)
+    assert set(conftest.SLOWEST_SERVICE_MODULES) <= modules, sorted(set(conftest.SLOWEST_SERVICE_MODULES) - modules)
     shared = set()
     for path in TESTS.glob("*_fixtures.py"):
         for node in ast.parse(path.read_text()).body:
@@ -58,6 +59,7 @@ def test_make_test_fast_selects_the_unmarked_tests_with_the_venv_only() -> None:
     assert fast.group(1).split() == ["venv"] and f'pytest -m "not {services.MARKER}" -n $(TEST_JOBS)' in fast[2], fast[0]
     everything = re.search(r"^test: (.*?) ##.*\n\t(.*)\n\t(.*)\n(?!\t)", text, re.M)
     assert everything, "the Makefile's test rule is not the fast part then the services part"
-    assert everything[2] == fast[2] and everything[3].endswith(f"pytest -m {services.MARKER}"), everything[0]
+    assert everything[2] == fast[2] and f"pytest -m {services.MARKER} -n $(SERVICE_JOBS) --dist loadscope" in everything[3], \
+        everything[0]
     venv = re.search(r"^venv: (.*?) ##", text, re.M)
     assert venv and "setup" not in venv.group(1) and "engines" not in venv.group(1) and "apt" not in venv.group(1)
