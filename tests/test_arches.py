@@ -3,13 +3,15 @@
 A stand-in ``pulumi`` (a script, through $ROCM_BAKE_PULUMI) records when each
 stack's pass starts and ends, prints what the engine prints (lines, a
 ``Resources:`` summary, an ``error:`` line), and on SIGINT removes the lock
-file it took, as the engine cancels an update and releases the stack's lock.
+file it took, as the engine cancels an update and releases the stack's lock. With
+``--expect-no-changes`` the $DRIFT_STACK ends as the engine does when a preview proposes changes.
 Builders come from $ROCM_BAKE_STACK_BUILDERS, so no stack file is touched.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rocm_bake.checkout import local_defaults, stack_builders
-from rocm_bake.commands.arches import Outcome, Pass, by_builder, resources_changed, table
+from rocm_bake.commands.arches import Outcome, Pass, by_builder, proposed_changes, resources_changed, table
 from rocm_bake.errors import RocmBakeError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +50,10 @@ lock.unlink()
 record("end")
 if stack == os.environ.get("FAIL_STACK"):
     print(f"  rocm-bake:images:TargetImage torch-x **failed** error: boom on {{stack}}")
+    sys.exit(7)
+if stack == os.environ.get("DRIFT_STACK") and "--expect-no-changes" in sys.argv:
+    print("Resources:\\n    ~ 1 to update\\n    +-2 to replace\\n    4 unchanged\\n")
+    print("error: no changes were expected for preview but changes were proposed")
     sys.exit(7)
 print("Resources:\\n    + 2 created\\n    ~ 1 updated\\n    3 unchanged\\n\\nDuration: 1s")
 '''
@@ -130,7 +136,7 @@ def test_every_line_is_prefixed_by_its_stack_and_the_run_ends_with_one_table(sta
     # the table: one header and one row per stack, nothing after it
     assert len(rows) == 3
     cells = [row.split() for row in rows]
-    assert cells[0] == ["STACK", "BUILDER", "RESULT", "DURATION", "CHANGED", "FIRST", "ERROR"]
+    assert cells[0] == ["STACK", "BUILDER", "RESULT", "DURATION", "CHANGED", "DETAIL"]
     assert cells[1][:3] == ["demo-gfx950", "shared", "ok"] and cells[1][4:] == ["s", "3", "-"]
     assert cells[2][:4] == ["gfx1201", "builder-2", "failed", "(exit"]
     assert rows[2].endswith("  torch-x: boom on gfx1201"), rows[2]
@@ -173,6 +179,64 @@ def test_ctrl_c_gives_each_running_up_one_sigint_and_leaves_no_lock(stand_in):
     assert "not run" in out.splitlines()[-1]
 
 
+def closing_rows(stdout: str) -> dict[str, list[str]]:
+    """The closing table's rows by stack: builder, result, duration, changed, detail."""
+    lines = stdout.splitlines()
+    head = max(i for i, line in enumerate(lines) if line.startswith("STACK "))
+    return {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line) for line in lines[head + 1:])}
+
+
+@pytest.mark.parametrize("action", ["up", "list"])
+def test_expect_no_changes_is_for_preview_alone(stand_in, action):
+    """``pulumi up --expect-no-changes`` makes the changes before it fails on them: no drift check."""
+    env, work = stand_in
+    result = arches(action, "--stacks", "gfx950", "--expect-no-changes", env=env)
+    assert result.returncode == 2
+    assert result.stderr == (f"rocm-bake: error: --expect-no-changes goes with `arches preview` only (`arches "
+                             f"{action}` was given): `pulumi up --expect-no-changes` makes the changes before it "
+                             f"fails on them\n")
+    assert result.stdout == "" and not (work / "events.log").exists()
+
+
+def test_a_drift_check_previews_every_stack_and_names_those_that_would_change(stand_in):
+    env, work = stand_in
+    env["DRIFT_STACK"] = "gfx950"
+    # gfx1151 shares gfx950's builder and runs after it: a drift stops nothing, even without --keep-going
+    result = arches("preview", "--stacks", "gfx950,gfx1151,gfx1201", "--expect-no-changes", env=env)
+    assert result.returncode == 7, result.stderr
+    assert result.stderr.splitlines()[-1] == "rocm-bake: error: changes proposed for gfx950 (expected none)"
+    assert set(intervals(work)) == {"gfx950", "gfx1151", "gfx1201"}
+    assert (work / "gfx1151.argv").read_text().splitlines()[-1] == "--expect-no-changes"
+    table = closing_rows(result.stdout)
+    assert {stack: (row[1], row[3], row[4]) for stack, row in table.items()} == {
+        "gfx950": ("changes", "3", "1 to update, 2 to replace"), "gfx1151": ("ok", "3", "-"),
+        "gfx1201": ("ok", "3", "-")}
+    assert "gfx950  | pulumi preview proposes changes (expected none): 1 to update, 2 to replace" in result.stdout
+
+
+def test_a_drift_check_keeps_a_failure_apart_from_a_drift(stand_in):
+    """The stand-in's failure exits 7 too, as the engine does on drift: the engine's own line tells them apart."""
+    env, _ = stand_in
+    env.update(DRIFT_STACK="gfx950", FAIL_STACK="gfx1201")
+    result = arches("preview", "--stacks", "gfx950,gfx1201", "--expect-no-changes", "--keep-going", env=env)
+    assert result.returncode == 2
+    assert result.stderr == ("rocm-bake: error: pulumi preview failed for gfx1201; "
+                             "changes proposed for gfx950 (expected none)\n")
+    table = closing_rows(result.stdout)
+    assert [table["gfx950"][1], table["gfx950"][4]] == ["changes", "1 to update, 2 to replace"]
+    assert [table["gfx1201"][1], table["gfx1201"][4]] == ["failed (exit 7)", "torch-x: boom on gfx1201"]
+
+
+def test_proposed_changes_reads_the_engine_s_own_line_and_summary():
+    drift = ("Resources:\n    + 1 to create\n    ~ 2 to update\n    3 unchanged\n\n"
+             "error: no changes were expected for preview but changes were proposed\n")
+    assert proposed_changes(drift) == "1 to create, 2 to update"
+    assert proposed_changes("error: no changes were expected but changes were proposed\n") == (
+        "changes (no summary printed)")
+    policy = "Policies:\n    - [mandatory]  own-arches-only  (x: y)\nResources:\n    ~ 1 to update\n"
+    assert proposed_changes(policy) is None and proposed_changes("error: preview failed\n") is None
+
+
 def test_grouping_keeps_order_within_and_across_builders():
     passes = [Pass("a", "a", "x"), Pass("b", "b", "y"), Pass("c", "c", "x"), Pass("d", "d", "z")]
     assert by_builder(passes) == [[passes[0], passes[2]], [passes[1]], [passes[3]]]
@@ -189,7 +253,7 @@ def test_resources_changed_reads_the_last_summary():
 def test_table_columns():
     rows = table([Outcome(Pass("demo-gfx950", "gfx950", "b1"), "ok", 12.34, 5),
                   Outcome(Pass("gfx1201", "gfx1201", "b2"))]).splitlines()
-    assert rows == ["STACK        BUILDER  RESULT   DURATION  CHANGED  FIRST ERROR",
+    assert rows == ["STACK        BUILDER  RESULT   DURATION  CHANGED  DETAIL",
                     "demo-gfx950  b1       ok       12.3 s    5        -",
                     "gfx1201      b2       not run  -         -        -"]
 

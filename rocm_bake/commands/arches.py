@@ -42,7 +42,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--jobs", type=positive, default=None,
                         help="at most N stacks at once (default: one per distinct builder)")
     parser.add_argument("--keep-going", action="store_true", help="go on to the next stacks after a failure")
+    parser.add_argument("--expect-no-changes", action="store_true",
+                        help=f"preview only: a drift check; every stack is previewed, and the run exits "
+                             f"{CHANGES_EXIT} naming each stack whose preview proposes changes")
     parser.set_defaults(func=run)
+
+
+def refuse_expect_no_changes(action: str, expect_no_changes: bool) -> None:
+    """``--expect-no-changes`` is a drift check, so ``preview`` alone takes it: ``pulumi up`` with it applies
+    the changes before it fails on them, and ``list`` runs nothing."""
+    if expect_no_changes and action != "preview":
+        raise RocmBakeError(f"--expect-no-changes goes with `arches preview` only (`arches {action}` was given): "
+                            f"`pulumi up --expect-no-changes` makes the changes before it fails on them")
 
 
 def parse_arches(value: str) -> list[Arch]:
@@ -150,12 +161,15 @@ def pulumi_cli() -> str:
     return found
 
 
-def pulumi_command(action: str, one: Pass, targets: list[str] | None = None, cli: str = "pulumi") -> list[str]:
+def pulumi_command(action: str, one: Pass, targets: list[str] | None = None, cli: str = "pulumi",
+                   expect_no_changes: bool = False) -> list[str]:
     """One pass. Narrowing uses the engine's ``--target URN --target-dependents``, never undeclaring
     resources: an undeclared resource is one the engine deletes (and the index would shrink)."""
     cmd = [cli, action, "--stack", one.stack, "--non-interactive", "--policy-pack", str(POLICY_PACK)]
     if action == "up":
         cmd += UP_FLAGS
+    if expect_no_changes:
+        cmd.append("--expect-no-changes")
     for urn in target_urns(one.stack, one.label, targets or []):
         cmd += ["--target", urn]
     if targets:
@@ -169,21 +183,45 @@ SUMMARY_LINE = re.compile(r"^\s*[-+~<>]*\s*(?P<count>\d+) (?P<what>[a-z -]+?)\s*
 CHANGE_WORDS = re.compile(r"create|update|replace|delete|import")
 
 
-def resources_changed(output: str) -> int | None:
-    """How many resources the engine's last ``Resources:`` summary created, updated, replaced or deleted
-    (or would, in a preview); None when it printed no summary."""
+def summary_changes(output: str) -> list[tuple[int, str]] | None:
+    """The change lines of the engine's last ``Resources:`` summary as (count, words), e.g. (1, "to update");
+    None when it printed no summary."""
     lines = output.splitlines()
     starts = [i for i, line in enumerate(lines) if line.strip() == "Resources:"]
     if not starts:
         return None
-    changed = 0
+    changes = []
     for line in lines[starts[-1] + 1:]:
         match = SUMMARY_LINE.match(line)
         if match is None:
             break
         if CHANGE_WORDS.search(match["what"]):
-            changed += int(match["count"])
-    return changed
+            changes.append((int(match["count"]), match["what"]))
+    return changes
+
+
+def resources_changed(output: str) -> int | None:
+    """How many resources the engine's last ``Resources:`` summary created, updated, replaced or deleted
+    (or would, in a preview); None when it printed no summary."""
+    changes = summary_changes(output)
+    return None if changes is None else sum(count for count, _ in changes)
+
+
+#: The engine's own error when ``--expect-no-changes`` found changes, and nothing else went wrong
+#: (a failed preview or a policy violation ends the run with its own error first).
+NO_CHANGES_EXPECTED = re.compile(r"\berror: no changes were expected(?: for \w+)? but changes were proposed")
+#: The exit status of ``arches preview --expect-no-changes`` when some stack would change and none failed: the
+#: engine's own for the same finding (2 stays a failure, 1 an uncaught bug, 130 an interrupt).
+CHANGES_EXIT = 7
+
+
+def proposed_changes(output: str) -> str | None:
+    """When a ``--expect-no-changes`` run failed on its changes alone, what they are from the engine's summary
+    (``1 to update, 2 to replace``); None when it failed for another reason."""
+    if NO_CHANGES_EXPECTED.search(output) is None:
+        return None
+    changes = summary_changes(output)
+    return ", ".join(f"{count} {what}" for count, what in changes) if changes else "changes (no summary printed)"
 
 
 @dataclass
@@ -194,7 +232,7 @@ class Outcome:
     result: str = "not run"
     seconds: float | None = None
     changed: int | None = None
-    error: str = ""
+    detail: str = ""
 
 
 @dataclass
@@ -206,6 +244,7 @@ class Fanout:
     cli: str
     keep_going: bool
     width: int
+    expect_no_changes: bool = False
     out: TextIO = field(default_factory=lambda: sys.stdout)
     lock: threading.Lock = field(default_factory=threading.Lock)
     running: dict[str, subprocess.Popen] = field(default_factory=dict)
@@ -223,7 +262,8 @@ class Fanout:
         with self.lock:
             if self.stopped:
                 return None
-            proc = subprocess.Popen(pulumi_command(self.action, one, self.targets, self.cli), stdin=subprocess.DEVNULL,
+            argv = pulumi_command(self.action, one, self.targets, self.cli, self.expect_no_changes)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                                     bufsize=1, start_new_session=True)
             self.running[one.stack] = proc
@@ -248,18 +288,24 @@ class Fanout:
                 self.say(one.stack, line)
             rc = proc.wait()
             output = "".join(chunks)
+            drift = proposed_changes(output) if rc != 0 and self.expect_no_changes else None
             with self.lock:
                 del self.running[one.stack]
-                if rc != 0 and not self.keep_going:
+                if rc != 0 and drift is None and not self.keep_going:
                     self.stopped = True
             outcome.seconds = time.monotonic() - began
             outcome.changed = resources_changed(output)
             if rc == 0:
                 outcome.result = "ok"
+            elif self.interrupted:
+                outcome.result = "interrupted"
+            elif drift is not None:
+                outcome.result, outcome.detail = "changes", drift
+                self.say(one.stack, f"pulumi {self.action} proposes changes (expected none): {drift}")
             else:
-                outcome.result = "interrupted" if self.interrupted else f"failed (exit {rc})"
-                outcome.error = failure_cause(rc, output, one.builder)
-                self.say(one.stack, f"pulumi {self.action} exited {rc}: {outcome.error}")
+                outcome.result = f"failed (exit {rc})"
+                outcome.detail = failure_cause(rc, output, one.builder)
+                self.say(one.stack, f"pulumi {self.action} exited {rc}: {outcome.detail}")
         return outcomes
 
     def interrupt(self) -> list[str]:
@@ -300,11 +346,12 @@ def fan_out(fanout: Fanout, groups: list[list[Pass]], jobs: int) -> list[Outcome
 
 
 def table(outcomes: list[Outcome]) -> str:
-    """One row per stack: stack, builder, result, duration, resources changed, first error line."""
-    rows = [("STACK", "BUILDER", "RESULT", "DURATION", "CHANGED", "FIRST ERROR")]
+    """One row per stack: stack, builder, result, duration, resources changed, and the detail: a failure's
+    first error line, or the changes a ``--expect-no-changes`` preview proposes."""
+    rows = [("STACK", "BUILDER", "RESULT", "DURATION", "CHANGED", "DETAIL")]
     for o in outcomes:
         rows.append((o.one.stack, o.one.builder, o.result, "-" if o.seconds is None else f"{o.seconds:.1f} s",
-                     "-" if o.changed is None else str(o.changed), o.error or "-"))
+                     "-" if o.changed is None else str(o.changed), o.detail or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[5] for row in rows)
 
@@ -312,6 +359,7 @@ def table(outcomes: list[Outcome]) -> str:
 def run(args: argparse.Namespace) -> int:
     from rocm_bake.manifests import load_targets
 
+    refuse_expect_no_changes(args.action, args.expect_no_changes)
     if args.stacks is not None:
         from rocm_bake.config import stack_file
 
@@ -331,7 +379,8 @@ def run(args: argparse.Namespace) -> int:
     passes = stack_passes(stacks)
     groups = by_builder(passes)
     jobs = min(args.jobs or len(groups), len(groups))
-    fanout = Fanout(args.action, args.target, cli, args.keep_going, max(len(s) for s in stacks))
+    fanout = Fanout(args.action, args.target, cli, args.keep_going, max(len(s) for s in stacks),
+                    args.expect_no_changes)
     outcomes = fan_out(fanout, groups, jobs)
     order = {one.stack: i for i, one in enumerate(passes)}
     outcomes.sort(key=lambda o: order[o.one.stack])
@@ -340,8 +389,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"rocm-bake: arches {args.action} interrupted", file=sys.stderr)
         return 130
     failed = [o.one.stack for o in outcomes if o.result.startswith("failed")]
+    changed = [o.one.stack for o in outcomes if o.result == "changes"]
+    drift = f"changes proposed for {', '.join(changed)} (expected none)" if changed else ""
     if failed:
         skipped = [o.one.stack for o in outcomes if o.result == "not run"]
-        note = f"; not run: {', '.join(skipped)}" if skipped else ""
+        note = (f"; {drift}" if drift else "") + (f"; not run: {', '.join(skipped)}" if skipped else "")
         raise RocmBakeError(f"pulumi {args.action} failed for {', '.join(failed)}{note}")
+    if changed:
+        print(f"rocm-bake: error: {drift}", file=sys.stderr)
+        return CHANGES_EXIT
     return 0
