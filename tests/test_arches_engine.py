@@ -36,10 +36,9 @@ def second_builder(tmp_path_factory: pytest.TempPathFactory, registry: Registry,
         builder_tool.stop(name, state, env=buildkit.env())
 
 
-def arches(action: str, project: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocm_bake", "arches", action, "--stacks", ",".join(STACKS)],
-                          cwd=project, env=env, capture_output=True, text=True,
-                          timeout=1500)
+def arches(action: str, project: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "rocm_bake", "arches", action, "--stacks", ",".join(STACKS), *flags]
+    return subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, timeout=1500)
 
 
 def rows(stdout: str) -> dict[str, list[str]]:
@@ -87,7 +86,20 @@ def test_two_demo_stacks_up_at_once_each_on_its_own_builder(tmp_path: Path, regi
     durations = [float(row[2].removesuffix(" s")) for row in table.values()]
     assert wall < sum(durations), (wall, durations)
 
-    again = arches("preview", project, env)
+    again = arches("preview", project, env, "--expect-no-changes")
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr
     assert {stack: (row[1], row[3]) for stack, row in rows(again.stdout).items()} == {
         "demo-gfx950": ("ok", "0"), "demo-gfx1201": ("ok", "0")}
+
+    # drift in one stack: a build arg its image does not have yet
+    stack_file = project / "stacks" / "Pulumi.demo-gfx1201.yaml"
+    config = stack_file.read_text()
+    key = "\n  rocm-bake:buildArgs:\n"
+    assert key in config
+    stack_file.write_text(config.replace(key, f'{key}    DRIFT_PROBE: "1"\n'))
+    drift = arches("preview", project, env, "--expect-no-changes")
+    assert drift.returncode == 7, drift.stdout[-4000:] + drift.stderr
+    assert drift.stderr.splitlines()[-1] == "rocm-bake: error: changes proposed for demo-gfx1201 (expected none)"
+    table = rows(drift.stdout)
+    assert table["demo-gfx950"][1] == "ok" and table["demo-gfx1201"][1] == "changes", table
+    assert re.fullmatch(r"\d+ to (update|replace)(, \d+ to (update|replace))*", table["demo-gfx1201"][4]), table
