@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 
 from rocm_bake.local.daemons import alive, reap
+from rocm_bake.ports import port_in_use
 
 #: A process whose main thread exits on its own (the thread ``exit`` syscall, not ``exit_group``) while another thread
 #: keeps a listening socket for ``linger`` seconds: what a Go daemon looks like between its leader's exit and its last
@@ -25,12 +25,6 @@ LEADER_GOES_FIRST = textwrap.dedent("""
 """)
 
 
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1.0)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 def leader_state(pid: int) -> str:
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         return stat.read().rsplit(")", 1)[1].split()[0]
@@ -45,14 +39,14 @@ def test_a_process_whose_leader_is_a_zombie_is_alive_while_another_thread_still_
         while leader_state(proc.pid) != "Z" and time.monotonic() < deadline:
             time.sleep(0.02)
         assert leader_state(proc.pid) == "Z", "the child's main thread never exited on its own"
-        assert listening(port), "the other thread's listener is gone already: the case is not set up"
+        assert port_in_use(port), "the other thread's listener is gone already: the case is not set up"
         assert alive(proc.pid), "a zombie leader was taken for a gone process while its other thread holds the port"
         deadline = time.monotonic() + 10
         while alive(proc.pid) and time.monotonic() < deadline:
             reap(proc.pid)
             time.sleep(0.02)
         assert not alive(proc.pid)
-        assert not listening(port), "alive() said gone while the port was still held"
+        assert not port_in_use(port), "alive() said gone while the port was still held"
     finally:
         proc.kill()
         proc.wait()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from rocm_bake.index import build as index_mod
 from rocm_bake.index import stamp, tree
 from rocm_bake.index.build import build_index, remove_index
 from rocm_bake.index.check import clean_env, uv_binary
-from rocm_bake.ports import free_port
+from rocm_bake.ports import free_port, port_in_use
 
 from tests.index_fixtures import GIT, NATIVE_TAG, ROCM, arch_wheel_set, device_files, make_wheel
 from tests.readonly_fixtures import run_read_only
@@ -429,9 +428,8 @@ def test_python_http_server_and_uv_follow_the_link(wheels: Path, tmp_path: Path)
                                "--directory", str(dist)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(100):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
+            if port_in_use(port):
+                break
             time.sleep(0.05)
         venv = tmp_path / "venv"
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

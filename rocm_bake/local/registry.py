@@ -20,11 +20,11 @@ Usage: ``python -m rocm_bake.local start registry --port P --root DIR [--tls-dir
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from pathlib import Path
 
 from rocm_bake.local.daemons import cmdline, running_pid, stop
+from rocm_bake.ports import port_in_use
 from rocm_bake.errors import RocmBakeError
 
 PROGRAM = "docker-registry"
@@ -56,12 +56,6 @@ def serves_tls(root: Path) -> bool:
         return "certificate:" in (root / "config.yml").read_text(encoding="utf-8")
     except OSError:
         return False
-
-
-def port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def serves_old_certificate(root: Path, tls_dir: Path | None) -> bool:
